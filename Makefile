@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`.
+.PHONY: setup demo test lint unit e2e bench clean
+
+VENV := .venv/bin
+
+setup:
+	bash scripts/setup.sh
+
+demo:
+	TASKSCALE_SETUP_KUBE=0 bash scripts/setup.sh
+	$(VENV)/taskscale demo
+
+lint:
+	$(VENV)/ruff check taskscale tests bench e2e
+	$(VENV)/ruff format --check taskscale tests bench e2e
+	$(VENV)/mypy taskscale
+
+# Everything but the end-to-end suite: unit, Redis and Kubernetes API tests.
+test: setup lint
+	$(VENV)/pytest -m "not e2e" tests
+
+unit:
+	$(VENV)/pytest -m "not integration and not kube and not slow and not e2e" tests
+
+e2e: setup
+	bash e2e/run.sh
+
+bench:
+	$(VENV)/python -m bench.run

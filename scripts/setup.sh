@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install everything taskscale's tests and demo need on a fresh Debian
+# bookworm machine, and skip whatever is already there (a warm machine takes
+# seconds). Idempotent; safe to run before every test run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(redis-server)
+if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+  APT_PACKAGES+=(openssl)
+fi
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]} (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""; [[ $(id -u) == 0 ]] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# The Debian package starts a system redis on 6379; the tests start their own.
+
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.taskscale-deps
+want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[controller,dev]'
+  echo "$want" > "$stamp"
+fi
+
+if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 && -f e2e/cluster/build.sh ]]; then
+  bash e2e/cluster/build.sh
+fi
+echo "setup: ok"

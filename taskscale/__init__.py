@@ -1,0 +1,8 @@
+"""taskscale: a reliable Redis task queue whose workers a Kubernetes controller scales.
+
+Applications import this package to enqueue tasks; workers run
+``taskscale worker``; the controller (``taskscale.controller``) reads the
+same Redis schema to size worker Deployments. See docs/architecture.md.
+"""
+
+__version__ = "0.1.0"

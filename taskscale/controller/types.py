@@ -1,0 +1,181 @@
+"""The data the controller's parts hand to each other.
+
+The controller is four parts with one job each: the *observer* reads Redis
+into an :class:`Observation`; the *policy* (pure, no I/O) turns observations,
+a :class:`ScalingPolicy` and recent history into a :class:`Decision`; an
+*actuator* applies it (a Deployment's ``scale`` subresource, or a local pool
+of worker processes); the *reconciler* wires them together and reports
+(metrics, Events, status). These frozen dataclasses are the contract between
+them, so each part can be tested -- and the simulator can drive the policy --
+without the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class TypePolicy:
+    """Per-task-type settings of a scaler."""
+
+    name: str
+    #: Seconds a type must have been idle (nothing queued, due or active, and
+    #: ``now - IDLE_SINCE`` at least this) before it stops holding replicas up.
+    idle_threshold_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """How one target is sized.  Validated by the CRD schema and by
+    :func:`validate_policy`; the policy function assumes a valid one."""
+
+    types: tuple[TypePolicy, ...]
+    #: Tasks one replica runs at once (its worker thread count).
+    tasks_per_replica: int = 1
+    min_replicas: int = 0
+    max_replicas: int = 10
+    #: A scale-up is applied only if every recommendation in this window was
+    #: at least as high (0 = react at once).
+    scale_up_stabilization_s: float = 0.0
+    #: A scale-down goes only to the highest recommendation of this window.
+    scale_down_stabilization_s: float = 60.0
+    #: Most replicas added / removed by one decision (0 = unbounded).
+    max_scale_up_step: int = 0
+    max_scale_down_step: int = 0
+    #: Delayed tasks due within this many seconds count as demand now.
+    warmup_lead_s: float = 30.0
+    #: Window over which arrival rate and service time are derived.
+    rate_window_s: float = 60.0
+
+    def type_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.types)
+
+
+def validate_policy(policy: ScalingPolicy) -> None:
+    """Raise ValueError with a clear message for a policy the controller can't apply."""
+    if not policy.types:
+        raise ValueError("a scaler needs at least one task type")
+    names = policy.type_names()
+    if len(set(names)) != len(names):
+        raise ValueError(f"task types listed twice: {sorted(names)}")
+    if policy.tasks_per_replica < 1:
+        raise ValueError("tasksPerReplica must be at least 1")
+    if policy.min_replicas < 0:
+        raise ValueError("minReplicas must be 0 or more")
+    if policy.max_replicas < max(1, policy.min_replicas):
+        raise ValueError("maxReplicas must be at least 1 and at least minReplicas")
+    for number, label in (
+        (policy.scale_up_stabilization_s, "scaleUpStabilizationSeconds"),
+        (policy.scale_down_stabilization_s, "scaleDownStabilizationSeconds"),
+        (policy.warmup_lead_s, "warmupLeadSeconds"),
+        (policy.max_scale_up_step, "maxScaleUpStep"),
+        (policy.max_scale_down_step, "maxScaleDownStep"),
+    ):
+        if number < 0:
+            raise ValueError(f"{label} must not be negative")
+    if policy.rate_window_s <= 0:
+        raise ValueError("rateWindowSeconds must be positive")
+    for t in policy.types:
+        if t.idle_threshold_s < 0:
+            raise ValueError(f"idleThresholdSeconds of {t.name!r} must not be negative")
+
+
+@dataclass(frozen=True)
+class TypeObservation:
+    """What Redis said about one task type, at one instant (Redis clock)."""
+
+    task_type: str
+    queued: int = 0  #: ready now, all priority levels
+    due: int = 0  #: delayed tasks already due but not yet promoted
+    upcoming: int = 0  #: delayed tasks due within the warm-up lead (not yet due)
+    active: int = 0  #: ACTIVE_TASKS[type]
+    idle_since: float | None = None  #: IDLE_SINCE[type] (unix s); None = never completed
+    # Monotonic counters from the type's stats hash (see taskscale.keys.STAT_FIELDS);
+    # the policy differences them across history to get rates.
+    enqueued_total: int = 0
+    claimed_total: int = 0
+    completed_total: int = 0
+    failed_total: int = 0
+    service_ms_total: int = 0
+    wait_ms_total: int = 0
+
+
+@dataclass(frozen=True)
+class WorkerObservation:
+    """One live worker from the registry."""
+
+    worker_id: str
+    pod: str  #: POD_NAME, or host name outside Kubernetes
+    types: tuple[str, ...]
+    threads: int
+    busy: int  #: tasks in flight now
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one observer round trip read for one scaler."""
+
+    at: float  #: Redis server time of the read, unix seconds
+    types: Mapping[str, TypeObservation]
+    workers: tuple[WorkerObservation, ...] = ()
+
+
+class ReasonCode:
+    """Small fixed set of decision reasons: metric label values and Event reasons."""
+
+    DEMAND = "Demand"  # queued + due + active needs this many
+    RATE_FLOOR = "RateFloor"  # arrival rate x service time needs this many
+    LOOKAHEAD = "Lookahead"  # delayed tasks due within the warm-up lead
+    IDLE = "Idle"  # every type idle past its threshold -> min
+    HOLD_ACTIVE = "HoldActive"  # would go to zero, but tasks are running
+    WAITING_IDLE = "WaitingIdle"  # nothing to do, idle threshold not reached yet
+    STABILIZING = "Stabilizing"  # held by a stabilization window
+    STEP_LIMIT = "StepLimit"  # bounded by the max step
+    MIN_REPLICAS = "MinReplicas"
+    MAX_REPLICAS = "MaxReplicas"
+    FAIL_STATIC = "FailStatic"  # observations missing: hold current
+    STEADY = "Steady"  # desired == current, nothing to say
+
+    ALL = (
+        DEMAND,
+        RATE_FLOOR,
+        LOOKAHEAD,
+        IDLE,
+        HOLD_ACTIVE,
+        WAITING_IDLE,
+        STABILIZING,
+        STEP_LIMIT,
+        MIN_REPLICAS,
+        MAX_REPLICAS,
+        FAIL_STATIC,
+        STEADY,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy's answer: how many replicas, and why (for people and metrics)."""
+
+    desired: int
+    reason_code: str  #: one of ReasonCode.ALL
+    reason: str  #: a sentence, e.g. "3 -> 0: all types idle for 300 s"
+    #: Per-type detail for the status (e.g. demand, rate floor) -- optional.
+    details: Mapping[str, float] = field(default_factory=dict)
+
+
+class Actuator(Protocol):
+    """Applies a replica count to one target.  Implementations: the
+    Kubernetes Deployment ``scale`` subresource, and a local process pool."""
+
+    def current_replicas(self) -> int:
+        """Replicas the target is set to now (raise on a missing target)."""
+        ...
+
+    def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
+        """Set the target to ``replicas``.  On a scale-down, ``busy_by_pod``
+        (pod or worker name -> tasks in flight) lets the actuator remove idle
+        workers first (Kubernetes: pod-deletion-cost; local: stop idle ones)."""
+        ...

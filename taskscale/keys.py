@@ -1,0 +1,178 @@
+"""Every Redis key name taskscale uses, in one place.
+
+The worker runtime and the controller share one Redis schema; this module is
+its only definition in code (docs/schema.md is its definition in prose). All
+keys of a deployment start with ``{namespace}:`` -- the braces are a Redis
+Cluster hash tag, so every key of a namespace lives in one slot and every Lua
+script that touches several of them is legal on a cluster.
+
+Nothing here talks to Redis: it is names only, so producers, workers, the
+controller and tests all agree by construction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+DEFAULT_NAMESPACE = "taskscale"
+NAMESPACE_ENV = "TASKSCALE_NAMESPACE"
+
+#: Priority levels: 0 is the most urgent, 9 the least; a claim takes the
+#: lowest-numbered non-empty level first, FIFO within a level.
+PRIORITY_LEVELS = 10
+HIGHEST_PRIORITY = 0
+LOWEST_PRIORITY = PRIORITY_LEVELS - 1
+DEFAULT_PRIORITY = 5
+PRIORITY_NAMES = {"high": 0, "normal": DEFAULT_PRIORITY, "low": LOWEST_PRIORITY}
+
+#: Wake-up lists are trimmed to this many tokens; more would wake no one extra.
+WAKE_TOKENS_CAP = 64
+#: Default envelope size limit (bytes of JSON), configurable per producer.
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Return ``value`` if it is a legal namespace / task type / worker id.
+
+    Names become parts of Redis keys and Prometheus label values, so they are
+    restricted to a small, unambiguous alphabet (no ``:``, braces or spaces).
+    """
+    if not _NAME_RE.match(value):
+        raise ValueError(f"invalid {kind} {value!r}: use 1-128 characters from A-Z a-z 0-9 _ . -")
+    return value
+
+
+def parse_priority(value: int | str) -> int:
+    """Accept 0-9 or one of ``high``/``normal``/``low``; raise ValueError otherwise."""
+    if isinstance(value, str):
+        if value.lower() in PRIORITY_NAMES:
+            return PRIORITY_NAMES[value.lower()]
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError(
+                f"invalid priority {value!r}: use 0-9 (0 = most urgent) or high/normal/low"
+            ) from None
+    if isinstance(value, bool) or not HIGHEST_PRIORITY <= value <= LOWEST_PRIORITY:
+        raise ValueError(f"invalid priority {value!r}: use 0-9 (0 = most urgent)")
+    return value
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names for one namespace.  ``Keys("taskscale").active`` is
+    ``{taskscale}:ACTIVE_TASKS``."""
+
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        check_name("namespace", self.namespace)
+
+    @classmethod
+    def from_env(cls, namespace: str | None = None) -> Keys:
+        return cls(namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE)
+
+    @property
+    def prefix(self) -> str:
+        return "{" + self.namespace + "}:"
+
+    # --- per-deployment hashes and sets ------------------------------------
+    @property
+    def active(self) -> str:
+        """HASH type -> number of tasks of that type running now."""
+        return self.prefix + "ACTIVE_TASKS"
+
+    @property
+    def idle_since(self) -> str:
+        """HASH type -> unix seconds (decimal, ms precision) the last task finished."""
+        return self.prefix + "IDLE_SINCE"
+
+    @property
+    def types(self) -> str:
+        """SET of every task type ever enqueued (the scheduler and status read it)."""
+        return self.prefix + "types"
+
+    @property
+    def workers(self) -> str:
+        """ZSET worker id -> lease expiry (unix ms, Redis clock); the reaper takes expired ones."""
+        return self.prefix + "workers"
+
+    @property
+    def demand_channel(self) -> str:
+        """Pub/sub channel: the type name is published when its ready queue
+        goes from empty to non-empty (the controller's scale-from-zero wake)."""
+        return self.prefix + "demand"
+
+    @property
+    def scheduler_wake(self) -> str:
+        """LIST of tokens that wake sleeping schedulers when an earlier task is scheduled."""
+        return self.prefix + "wake:scheduler"
+
+    # --- per task type ------------------------------------------------------
+    def queue(self, task_type: str, priority: int = DEFAULT_PRIORITY) -> str:
+        """LIST of envelopes ready to run: RPUSH to enqueue, LPOP to claim."""
+        return f"{self.prefix}q:{task_type}:{priority}"
+
+    def queues(self, task_type: str) -> list[str]:
+        """The ready lists of a type, most urgent first."""
+        return [self.queue(task_type, p) for p in range(PRIORITY_LEVELS)]
+
+    def delayed(self, task_type: str) -> str:
+        """ZSET envelope -> due time (unix ms)."""
+        return f"{self.prefix}delayed:{task_type}"
+
+    def dead(self, task_type: str) -> str:
+        """LIST of dead-letter records (JSON: envelope, error, failed_ms)."""
+        return f"{self.prefix}dead:{task_type}"
+
+    def stats(self, task_type: str) -> str:
+        """HASH of monotonically increasing counters of a type."""
+        return f"{self.prefix}stats:{task_type}"
+
+    def wake(self, task_type: str) -> str:
+        """LIST of wake-up tokens idle workers BLPOP on (capped length)."""
+        return f"{self.prefix}wake:{task_type}"
+
+    # --- per worker ---------------------------------------------------------
+    def worker(self, worker_id: str) -> str:
+        """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""
+        return f"{self.prefix}worker:{worker_id}"
+
+    def inflight(self, worker_id: str) -> str:
+        """HASH task id -> envelope of the tasks a worker has claimed and not finished."""
+        return f"{self.prefix}inflight:{worker_id}"
+
+    # --- RPC and fan-out ----------------------------------------------------
+    def reply(self, task_id: str) -> str:
+        """LIST the worker pushes an RPC task's JSON result or error to (with a TTL)."""
+        return f"{self.prefix}reply:{task_id}"
+
+    def fanout(self, fanout_id: str) -> str:
+        """HASH state of a fan-out request (total, limit, running, succeeded, failed)."""
+        return f"{self.prefix}fanout:{fanout_id}"
+
+    def fanout_pending(self, fanout_id: str) -> str:
+        """LIST of a fan-out request's sub-task envelopes not yet released to the queue."""
+        return f"{self.prefix}fanout:{fanout_id}:pending"
+
+    def fanout_done(self, fanout_id: str) -> str:
+        """LIST the completion notice of a fan-out request is pushed to (with a TTL)."""
+        return f"{self.prefix}fanout:{fanout_id}:done"
+
+
+#: Counter fields of ``Keys.stats(type)``; all integers, never reset.
+STAT_FIELDS = (
+    "enqueued",  # tasks made ready or delayed by an enqueue
+    "claimed",  # tasks handed to a worker
+    "completed",  # tasks that returned normally
+    "failed",  # task runs that raised (each attempt counts)
+    "retried",  # failed runs re-scheduled through the delayed set
+    "dead",  # tasks moved to the dead-letter list
+    "requeued",  # in-flight tasks returned to their queue (shutdown or reaper)
+    "service_ms",  # total run time of completed and failed runs, ms
+    "wait_ms",  # total queue wait (enqueue or due time -> claim), Redis clock, ms
+)
