@@ -1,0 +1,301 @@
+"""Read Redis into the controller's :class:`Observation` -- one round trip per poll.
+
+Why one round trip: a controller may size many scalers with hundreds of task
+types on one Redis, and every poll must see all of them at the same instant
+on the same clock.  The read is one read-only Lua script (``observe.lua``,
+flagged ``no-writes``): it takes ``TIME`` itself, so "due" and "upcoming"
+delayed tasks are counted against the Redis clock the enqueue and promote
+scripts use, never the controller's.  A plain pipeline could not do that --
+it cannot feed the server's time into a ``ZCOUNT`` of the same batch -- nor
+read the worker records whose ids it has not seen yet (bench/reconcile_bench.py
+measures both).
+
+This module also holds the :class:`DemandListener`, the other half of the
+controller's Redis input: a subscriber to the demand channel the enqueue
+script publishes on when a ready queue goes from empty to non-empty, so a
+target at zero replicas wakes at once instead of at the next poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.client import PubSub
+
+from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
+from taskscale.keys import PRIORITY_LEVELS, Keys
+
+log = logging.getLogger(__name__)
+
+#: Stats counters read per type, in the order of TypeObservation's *_total fields.
+_STAT_FIELDS: tuple[str, ...] = (
+    "enqueued",
+    "claimed",
+    "completed",
+    "failed",
+    "service_ms",
+    "wait_ms",
+)
+#: KEYS per type in observe.lua: delayed zset, stats hash, the ready lists.
+_KEYS_PER_TYPE = 2 + PRIORITY_LEVELS
+
+
+def _load_script_source() -> str:
+    return resources.files("taskscale").joinpath("scripts/observe.lua").read_text("utf-8")
+
+
+@dataclass(frozen=True)
+class ObserveRequest:
+    """What one scaler wants read: its task types and its warm-up lead."""
+
+    types: tuple[str, ...]
+    #: Delayed tasks due within this many seconds after now are "upcoming".
+    lead_s: float
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The script's arguments for one set of requests (cached between polls)."""
+
+    types: tuple[str, ...]
+    keys: tuple[str, ...]
+    args: tuple[str | int, ...]
+    #: (type, lead ms) of each look-ahead window, in the script's order.
+    windows: tuple[tuple[str, int], ...]
+
+
+class Observer:
+    """Reads every type of every scaler sharing one Redis and namespace.
+
+    ``observe`` is one ``EVALSHA`` (loaded on first use, reloaded after a
+    ``SCRIPT FLUSH`` or a server restart).  Types requested by several scalers
+    are read once.  Raises :class:`redis.RedisError` when Redis can't be read
+    or returns data that does not fit the schema; the caller holds its
+    replicas then (fail-static), it never reads missing data as "idle".
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._client = client
+        self._keys = keys
+        self._script = client.register_script(_load_script_source())
+        self._plan_cache: tuple[object, _Plan] | None = None
+
+    def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
+        """One round trip; returns one :class:`Observation` per request name."""
+        plan = self._plan(requests)
+        reply = self._script(keys=list(plan.keys), args=list(plan.args), client=self._client)
+        return _assemble(reply, plan, requests)
+
+    def _plan(self, requests: Mapping[str, ObserveRequest]) -> _Plan:
+        signature = tuple(sorted((name, r.types, r.lead_s) for name, r in requests.items()))
+        if self._plan_cache is not None and self._plan_cache[0] == signature:
+            return self._plan_cache[1]
+        plan = build_plan(self._keys, requests)
+        self._plan_cache = (signature, plan)
+        return plan
+
+
+def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> _Plan:
+    """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV."""
+    types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
+    index = {t: i + 1 for i, t in enumerate(types)}
+    windows = tuple(
+        dict.fromkeys(
+            (t, max(0, round(r.lead_s * 1000))) for r in requests.values() for t in r.types
+        )
+    )
+    script_keys: list[str] = [keys.active, keys.idle_since, keys.workers]
+    for t in types:
+        script_keys += [keys.delayed(t), keys.stats(t), *keys.queues(t)]
+    args: list[str | int] = [keys.worker(""), _KEYS_PER_TYPE, len(types), *types]
+    args += [len(_STAT_FIELDS), *_STAT_FIELDS, len(windows)]
+    for t, lead_ms in windows:
+        args += [index[t], lead_ms]
+    return _Plan(types, tuple(script_keys), tuple(args), windows)
+
+
+def _assemble(
+    reply: Any, plan: _Plan, requests: Mapping[str, ObserveRequest]
+) -> dict[str, Observation]:
+    try:
+        seconds, micros, active, idle, per_type, upcoming, flat_workers = reply
+        at = int(seconds) + int(micros) / 1e6
+        upcoming_by = dict(zip(plan.windows, (int(u) for u in upcoming), strict=True))
+        by_type = {
+            t: _type_observation(t, active[i], idle[i], per_type[i])
+            for i, t in enumerate(plan.types)
+        }
+        workers = _workers(flat_workers)
+    except (TypeError, ValueError) as exc:
+        raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
+    out: dict[str, Observation] = {}
+    for name, request in requests.items():
+        lead_ms = max(0, round(request.lead_s * 1000))
+        served = set(request.types)
+        out[name] = Observation(
+            at=at,
+            types={t: _with_upcoming(by_type[t], upcoming_by[(t, lead_ms)]) for t in request.types},
+            workers=tuple(w for w in workers if served.intersection(w.types)),
+        )
+    return out
+
+
+def _type_observation(
+    task_type: str, active: Any, idle: Any, row: Sequence[Any]
+) -> TypeObservation:
+    queued, due, *stats = row
+    counters = [_int_or_zero(v) for v in stats]
+    return TypeObservation(
+        task_type=task_type,
+        queued=int(queued),
+        due=int(due),
+        active=max(0, _int_or_zero(active)),
+        idle_since=None if idle is None else float(idle),
+        enqueued_total=counters[0],
+        claimed_total=counters[1],
+        completed_total=counters[2],
+        failed_total=counters[3],
+        service_ms_total=counters[4],
+        wait_ms_total=counters[5],
+    )
+
+
+def _with_upcoming(obs: TypeObservation, upcoming: int) -> TypeObservation:
+    return dataclasses.replace(obs, upcoming=upcoming)
+
+
+def _int_or_zero(value: Any) -> int:
+    return 0 if value is None else int(value)
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
+    if len(flat) % 5:
+        raise ValueError("worker rows are not 5 fields each")
+    rows = (flat[i : i + 5] for i in range(0, len(flat), 5))
+    return tuple(
+        WorkerObservation(
+            worker_id=_text(wid),
+            pod=_text(pod),
+            types=tuple(t for t in _text(types).split(",") if t),
+            threads=int(threads),
+            busy=max(0, int(busy)),
+        )
+        for wid, pod, types, threads, busy in rows
+    )
+
+
+def busy_by_pod(workers: Iterable[WorkerObservation]) -> dict[str, int]:
+    """Tasks in flight per pod (a pod may run several worker processes)."""
+    out: dict[str, int] = {}
+    for w in workers:
+        out[w.pod] = out.get(w.pod, 0) + w.busy
+    return out
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Timing of the :class:`DemandListener`'s loop."""
+
+    #: How long one wait for a message blocks (bounds the reaction to stop()).
+    poll_s: float = 0.5
+    #: Backoff after a Redis error: starts here, doubles, capped at max.
+    retry_initial_s: float = 0.1
+    retry_max_s: float = 5.0
+
+
+class DemandListener:
+    """Calls ``on_demand(task_type)`` for every demand signal, from a daemon thread.
+
+    The enqueue and promote scripts publish a type's name on
+    ``keys.demand_channel`` when its ready queue goes from empty to
+    non-empty.  The listener survives Redis restarts: after an error it
+    backs off and subscribes again.  A signal published while it was
+    disconnected is lost, which is harmless -- the reconciler's regular poll
+    is level-triggered and sees the queue anyway; the signal only makes it
+    sooner.  Exceptions raised by ``on_demand`` are logged, never fatal.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        on_demand: Callable[[str], None],
+        *,
+        settings: ListenerSettings | None = None,
+    ) -> None:
+        self._client = client
+        self._channel = keys.demand_channel
+        self._on_demand = on_demand
+        self._settings = settings or ListenerSettings()
+        self._stop = threading.Event()
+        self._subscribed = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._had_subscription = False
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, name="taskscale-demand-listener", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def wait_subscribed(self, timeout: float) -> bool:
+        """True once the subscription is confirmed (signals sent before are missed)."""
+        return self._subscribed.wait(timeout)
+
+    def _run(self) -> None:
+        delay = self._settings.retry_initial_s
+        while not self._stop.is_set():
+            try:
+                self._listen()
+                return
+            except (redis.RedisError, OSError) as exc:
+                if self._had_subscription:
+                    delay = self._settings.retry_initial_s
+                log.warning("demand listener: %s; resubscribing in %.1f s", exc, delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, self._settings.retry_max_s)
+
+    def _listen(self) -> None:
+        self._had_subscription = False
+        # redis-py leaves pubsub() unannotated; it returns a redis.client.PubSub.
+        pubsub: PubSub = self._client.pubsub()  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe(self._channel)
+            while not self._stop.is_set():
+                message = pubsub.get_message(timeout=self._settings.poll_s)
+                if message is None:
+                    continue
+                if message["type"] == "subscribe":
+                    self._had_subscription = True
+                    self._subscribed.set()
+                elif message["type"] == "message":
+                    self._dispatch(_text(message["data"]))
+        finally:
+            self._subscribed.clear()
+            pubsub.close()
+
+    def _dispatch(self, task_type: str) -> None:
+        try:
+            self._on_demand(task_type)
+        except Exception:
+            log.exception("demand listener: on_demand(%r) failed", task_type)
