@@ -1,0 +1,222 @@
+"""Synchronous and deferred RPC over the task queue.
+
+Some callers need a task's answer, not just its execution: a web request that
+renders a thumbnail on a worker pool, a CLI that asks a worker to validate a
+file. Rather than a second transport, an RPC is an ordinary task whose
+envelope names a reply list (``reply_to`` = ``{NS}:reply:ID``). The worker's
+``complete`` / ``fail`` script pushes one JSON reply there with a TTL, in the
+same atomic step that records the outcome (docs/schema.md, "RPC replies"), and
+the caller BLPOPs it. Everything goes through Redis, so callers and workers
+may be in different processes and on different hosts, and the task is as
+reliable as any other: if its worker dies, the reaper returns it and another
+worker answers.
+
+:func:`call` blocks for the answer; :func:`call_async` returns an
+:class:`RpcHandle` to fetch it later (from this or another process, by id).
+A remote exception is raised locally as :class:`RemoteError` carrying the
+remote type and message; no answer in time is :class:`TaskTimeout`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+
+from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
+
+T = TypeVar("T")
+
+#: Longest single blocking call; a long wait is made of several, so a socket
+#: timeout set on the client above this never interrupts a wait.
+MAX_BLOCK_S = 5.0
+#: Shortest blocking call: Redis rounds timeouts to milliseconds.
+_MIN_BLOCK_S = 0.01
+
+
+class RemoteError(Exception):
+    """The task raised (and had no retries left) on the worker."""
+
+    def __init__(self, task_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message} (remote task {task_id})")
+        self.task_id = task_id
+        self.error_type = error_type
+        self.message = message
+
+
+class TaskTimeout(TimeoutError):
+    """No reply arrived in time. The task may still run; its reply will expire."""
+
+    def __init__(self, task_id: str, timeout: float) -> None:
+        super().__init__(f"no reply from task {task_id} within {timeout:g} s")
+        self.task_id = task_id
+        self.timeout = timeout
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How an RPC task is enqueued."""
+
+    priority: int | str = DEFAULT_PRIORITY
+    #: Seconds the reply is kept for a caller that comes back late.
+    reply_ttl_s: int = 300
+    #: Retries before the error is the reply; a blocked caller usually wants
+    #: the error now rather than after the backoff schedule.
+    max_retries: int = 0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A decoded reply: the result, or the remote error's type and message."""
+
+    task_id: str
+    ok: bool
+    result: Any = None
+    error_type: str = ""
+    error: str = ""
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Reply:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or "ok" not in data:
+            raise ValueError(f"malformed RPC reply: {raw!r:.200}")
+        return cls(
+            task_id=str(data.get("id", "")),
+            ok=bool(data["ok"]),
+            result=data.get("result"),
+            error_type=str(data.get("error_type") or "Exception"),
+            error=str(data.get("error") or ""),
+        )
+
+    def unwrap(self) -> Any:
+        """The result, or :class:`RemoteError`."""
+        if not self.ok:
+            raise RemoteError(self.task_id, self.error_type, self.error)
+        return self.result
+
+
+class RpcHandle:
+    """A pending RPC result. ``get`` consumes the reply: one reader per task."""
+
+    def __init__(self, client: redis.Redis, task_id: str, *, keys: Keys) -> None:
+        self.redis = client
+        self.id = task_id
+        self.keys = keys
+        self._reply: Reply | None = None
+
+    @classmethod
+    def attach(cls, client: redis.Redis, task_id: str, *, keys: Keys | None = None) -> RpcHandle:
+        """A handle on an RPC enqueued elsewhere (e.g. by another process)."""
+        return cls(client, check_name("task id", task_id), keys=keys or Keys.from_env())
+
+    @property
+    def reply_key(self) -> str:
+        return self.keys.reply(self.id)
+
+    def ready(self) -> bool:
+        """True once the reply has arrived (a ``get`` would not block)."""
+        return self._reply is not None or bool(self.redis.llen(self.reply_key))
+
+    def get(self, timeout: float | None = 30.0) -> Any:
+        """The task's result; blocks up to ``timeout`` s (None: forever, 0: don't block).
+
+        Raises :class:`RemoteError` if the task failed, :class:`TaskTimeout`
+        if no reply came in time.
+        """
+        if self._reply is None:
+            raw = self._pop(timeout)
+            if raw is None:
+                raise TaskTimeout(self.id, timeout or 0.0)
+            self._reply = Reply.from_json(raw)
+        return self._reply.unwrap()
+
+    def _pop(self, timeout: float | None) -> bytes | None:
+        if timeout == 0:
+            return _as_bytes(self.redis.lpop(self.reply_key))
+
+        def attempt(block: float) -> bytes | None:
+            popped = self.redis.blpop([self.reply_key], block)
+            return None if popped is None else _as_bytes(popped[1])
+
+        return block_in_slices(timeout, attempt)
+
+
+def call_async(
+    client: redis.Redis,
+    task_type: str,
+    *args: Any,
+    options: CallOptions | None = None,
+    keys: Keys | None = None,
+    **kwargs: Any,
+) -> RpcHandle:
+    """Enqueue ``task_type(*args, **kwargs)`` as an RPC and return its handle at once."""
+    from taskscale.producer import Producer, ProducerSettings
+
+    options = options or CallOptions()
+    keys = keys or Keys.from_env()
+    task_id = uuid.uuid4().hex
+    producer = Producer(
+        client,
+        keys=keys,
+        settings=ProducerSettings(max_payload_bytes=options.max_payload_bytes),
+    )
+    producer.enqueue(
+        task_type,
+        *args,
+        task_id=task_id,
+        priority=options.priority,
+        max_retries=options.max_retries,
+        extra={"reply_to": keys.reply(task_id), "reply_ttl": options.reply_ttl_s},
+        **kwargs,
+    )
+    return RpcHandle(client, task_id, keys=keys)
+
+
+def call(
+    client: redis.Redis,
+    task_type: str,
+    *args: Any,
+    timeout: float | None = 30.0,
+    options: CallOptions | None = None,
+    keys: Keys | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``task_type(*args, **kwargs)`` on a worker and return its result.
+
+    ``timeout``, ``options`` and ``keys`` are this function's own; every
+    other keyword argument goes to the task. Raises :class:`RemoteError` if
+    the task failed, :class:`TaskTimeout` if no reply arrived in ``timeout`` s.
+    """
+    handle = call_async(client, task_type, *args, options=options, keys=keys, **kwargs)
+    return handle.get(timeout)
+
+
+def block_in_slices(timeout: float | None, attempt: Callable[[float], T | None]) -> T | None:
+    """Call ``attempt(seconds)`` (a blocking Redis read) until it returns a
+    value or ``timeout`` s have passed (``None``: forever), in slices of at
+    most :data:`MAX_BLOCK_S`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if deadline is None:
+            block = MAX_BLOCK_S
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            block = max(_MIN_BLOCK_S, min(MAX_BLOCK_S, remaining))
+        value = attempt(block)
+        if value is not None:
+            return value
+
+
+def _as_bytes(value: object) -> bytes | None:
+    """A reply as bytes whether or not the client decodes responses."""
+    if isinstance(value, str):
+        return value.encode()
+    return value if isinstance(value, bytes) else None
