@@ -1,0 +1,172 @@
+"""A TaskScaler object (as the API server returns it) -> a :class:`ScalerConfig`.
+
+The CRD schema already rejects most bad specs and fills in defaults, but the
+controller must not trust that alone: a CRD installed from an older chart, a
+hand-written object in the demo, or a test may skip it.  So this module is the
+one place that reads the camelCase spec, applies the same defaults as the
+schema and calls :func:`validate_policy`, raising :class:`InvalidSpec` with a
+message fit for a status condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
+from taskscale.keys import DEFAULT_NAMESPACE, check_name
+
+__all__ = [
+    "DEFAULT_POLL_INTERVAL_S",
+    "InvalidSpec",
+    "RedisRef",
+    "ScalerConfig",
+    "config_from_object",
+    "config_from_spec",
+    "validate_policy",
+]
+
+DEFAULT_POLL_INTERVAL_S = 5.0
+MIN_POLL_INTERVAL_S = 0.1
+
+
+class InvalidSpec(ValueError):
+    """The spec can't be applied; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class RedisRef:
+    """Where a scaler's queues live: a URL, or a Secret key holding one."""
+
+    url: str | None = None
+    secret_name: str | None = None
+    secret_key: str | None = None
+    #: The Redis key namespace (keys start with ``{namespace}:``).
+    key_namespace: str = DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
+class ScalerConfig:
+    """Everything the reconciler needs to know about one TaskScaler."""
+
+    name: str
+    namespace: str  #: the Kubernetes namespace (or "local" outside Kubernetes)
+    target: str  #: the Deployment (or local pool) being scaled
+    redis: RedisRef
+    policy: ScalingPolicy
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    generation: int = 0  #: metadata.generation the config was read from
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``: the scaler's identity in logs, metrics and maps."""
+        return f"{self.namespace}/{self.name}"
+
+
+def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
+    """Read a whole TaskScaler object (metadata + spec)."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    namespace = meta.get("namespace") or "default"
+    if not isinstance(name, str) or not name:
+        raise InvalidSpec("metadata.name is missing")
+    return config_from_spec(
+        obj.get("spec") or {},
+        name=name,
+        namespace=str(namespace),
+        generation=int(meta.get("generation") or 0),
+    )
+
+
+def config_from_spec(
+    spec: Mapping[str, Any], *, name: str, namespace: str, generation: int = 0
+) -> ScalerConfig:
+    """Read a TaskScaler spec (camelCase, as in the CRD); raise InvalidSpec."""
+    try:
+        policy = _policy(spec)
+        validate_policy(policy)
+        poll = _number(spec, "pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S)
+        if poll < MIN_POLL_INTERVAL_S:
+            raise InvalidSpec(f"pollIntervalSeconds must be at least {MIN_POLL_INTERVAL_S}")
+        return ScalerConfig(
+            name=name,
+            namespace=namespace,
+            target=_target(spec),
+            redis=_redis(spec),
+            policy=policy,
+            poll_interval_s=poll,
+            generation=generation,
+        )
+    except InvalidSpec:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise InvalidSpec(str(exc)) from None
+
+
+def _target(spec: Mapping[str, Any]) -> str:
+    ref = spec.get("scaleTargetRef")
+    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str) or not ref["name"]:
+        raise InvalidSpec("scaleTargetRef.name is required")
+    return str(ref["name"])
+
+
+def _redis(spec: Mapping[str, Any]) -> RedisRef:
+    redis = spec.get("redis")
+    if not isinstance(redis, Mapping):
+        raise InvalidSpec("redis is required (url or urlSecretRef)")
+    url = redis.get("url")
+    secret = redis.get("urlSecretRef")
+    if (url is None) == (secret is None):
+        raise InvalidSpec("set exactly one of redis.url and redis.urlSecretRef")
+    key_namespace = check_name("redis.namespace", str(redis.get("namespace") or DEFAULT_NAMESPACE))
+    if url is not None:
+        if not isinstance(url, str) or "://" not in url:
+            raise InvalidSpec(f"redis.url {url!r} is not a redis:// URL")
+        return RedisRef(url=url, key_namespace=key_namespace)
+    if not isinstance(secret, Mapping) or not secret.get("name") or not secret.get("key"):
+        raise InvalidSpec("redis.urlSecretRef needs name and key")
+    return RedisRef(
+        secret_name=str(secret["name"]),
+        secret_key=str(secret["key"]),
+        key_namespace=key_namespace,
+    )
+
+
+def _policy(spec: Mapping[str, Any]) -> ScalingPolicy:
+    types = spec.get("taskTypes")
+    if not isinstance(types, list) or not types:
+        raise InvalidSpec("taskTypes needs at least one entry")
+    return ScalingPolicy(
+        types=tuple(_type_policy(t) for t in types),
+        tasks_per_replica=_integer(spec, "tasksPerReplica", 1),
+        min_replicas=_integer(spec, "minReplicas", 0),
+        max_replicas=_integer(spec, "maxReplicas", 10),
+        scale_up_stabilization_s=_number(spec, "scaleUpStabilizationSeconds", 0.0),
+        scale_down_stabilization_s=_number(spec, "scaleDownStabilizationSeconds", 60.0),
+        max_scale_up_step=_integer(spec, "maxScaleUpStep", 0),
+        max_scale_down_step=_integer(spec, "maxScaleDownStep", 0),
+        warmup_lead_s=_number(spec, "warmupLeadSeconds", 30.0),
+        rate_window_s=_number(spec, "rateWindowSeconds", 60.0),
+    )
+
+
+def _type_policy(entry: object) -> TypePolicy:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+        raise InvalidSpec("each taskTypes entry needs a name")
+    name = check_name("task type", entry["name"])
+    return TypePolicy(name=name, idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0))
+
+
+def _integer(spec: Mapping[str, Any], field: str, default: int) -> int:
+    value = spec.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpec(f"{field} must be an integer, not {value!r}")
+    return value
+
+
+def _number(spec: Mapping[str, Any], field: str, default: float) -> float:
+    value = spec.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSpec(f"{field} must be a number, not {value!r}")
+    return float(value)
