@@ -1,0 +1,110 @@
+"""The metrics port serves /metrics, /healthz and /readyz; error series exist
+before the first error; a deleted scaler's series go away."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from taskscale.controller.metrics import (
+    API_OPERATIONS,
+    REDIS_OPERATIONS,
+    ControllerMetrics,
+    HealthState,
+    MetricsServer,
+)
+from taskscale.controller.types import Observation, TypeObservation
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def served(clock: Clock) -> Iterator[tuple[ControllerMetrics, HealthState, str]]:
+    metrics = ControllerMetrics()
+    health = HealthState(clock=clock, stale_after_s=30)
+    server = MetricsServer(metrics, health, host="127.0.0.1", port=0).start()
+    yield metrics, health, f"http://127.0.0.1:{server.port}"
+    server.stop()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_error_counters_exist_at_zero_for_every_operation() -> None:
+    metrics = ControllerMetrics()
+    for op in REDIS_OPERATIONS:
+        assert metrics.sample("taskscale_redis_errors_total", {"operation": op}) == 0.0
+    for op in API_OPERATIONS:
+        assert metrics.sample("taskscale_kube_api_errors_total", {"operation": op}) == 0.0
+
+
+def test_unknown_operation_and_reason_labels_collapse_to_other() -> None:
+    metrics = ControllerMetrics()
+    metrics.count_api_error("some-new-call")
+    metrics.record_scale("ns/a", before=1, after=0, reason="made up")
+    assert metrics.sample("taskscale_kube_api_errors_total", {"operation": "other"}) == 1.0
+    labels = {"scaler": "ns/a", "direction": "down", "reason": "other"}
+    assert metrics.sample("taskscale_scale_events_total", labels) == 1.0
+
+
+def test_metrics_endpoint_serves_the_registry(
+    served: tuple[ControllerMetrics, HealthState, str],
+) -> None:
+    metrics, _, base = served
+    metrics.record_decision("ns/a", current=2, desired=5, reason="Demand")
+    status, body = get(base + "/metrics")
+    assert status == 200
+    assert 'taskscale_scaler_desired_replicas{scaler="ns/a"} 5.0' in body
+    assert 'taskscale_redis_errors_total{operation="observe"} 0.0' in body
+
+
+def test_readyz_turns_ready_only_when_told_and_healthz_fails_when_the_loop_stalls(
+    served: tuple[ControllerMetrics, HealthState, str], clock: Clock
+) -> None:
+    _, health, base = served
+    assert get(base + "/healthz")[0] == 200
+    assert get(base + "/readyz")[0] == 503
+    health.set_ready(True)
+    assert get(base + "/readyz")[0] == 200
+    clock.now += 31  # no heartbeat for longer than stale_after_s
+    assert get(base + "/healthz")[0] == 503
+    assert get(base + "/readyz")[0] == 503
+    health.beat()
+    assert get(base + "/healthz")[0] == 200
+    assert get(base + "/nope")[0] == 404
+
+
+def test_observed_idle_seconds_are_zero_while_busy_and_age_when_idle() -> None:
+    metrics = ControllerMetrics()
+    observation = Observation(
+        at=1100.0,
+        types={
+            "busy": TypeObservation("busy", active=1, idle_since=1000.0),
+            "idle": TypeObservation("idle", idle_since=1000.0),
+        },
+    )
+    metrics.record_observation("ns/a", observation)
+    busy, idle = {"scaler": "ns/a", "type": "busy"}, {"scaler": "ns/a", "type": "idle"}
+    assert metrics.sample("taskscale_observed_idle_seconds", busy) == 0.0
+    assert metrics.sample("taskscale_observed_idle_seconds", idle) == 100.0
+    metrics.forget_scaler("ns/a", ("busy", "idle"))
+    assert metrics.sample("taskscale_observed_active_tasks", busy) is None
