@@ -18,7 +18,7 @@ target at zero replicas wakes at once instead of at the next poll.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,7 +30,7 @@ import redis
 from redis.client import PubSub
 
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
-from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,6 @@ _STAT_FIELDS: tuple[str, ...] = (
     "service_ms",
     "wait_ms",
 )
-#: KEYS per type in observe.lua: delayed zset, stats hash, the ready lists.
-_KEYS_PER_TYPE = 2 + PRIORITY_LEVELS
 
 
 def _load_script_source() -> str:
@@ -106,19 +104,40 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> _Plan:
     """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV."""
     types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
     index = {t: i + 1 for i, t in enumerate(types)}
-    windows = tuple(
-        dict.fromkeys(
-            (t, max(0, round(r.lead_s * 1000))) for r in requests.values() for t in r.types
-        )
-    )
-    script_keys: list[str] = [keys.active, keys.idle_since, keys.workers]
-    for t in types:
-        script_keys += [keys.delayed(t), keys.stats(t), *keys.queues(t)]
-    args: list[str | int] = [keys.worker(""), _KEYS_PER_TYPE, len(types), *types]
-    args += [len(_STAT_FIELDS), *_STAT_FIELDS, len(windows)]
-    for t, lead_ms in windows:
-        args += [index[t], lead_ms]
-    return _Plan(types, tuple(script_keys), tuple(args), windows)
+    windows = tuple(dict.fromkeys((t, _lead_ms(r)) for r in requests.values() for t in r.types))
+    lists = [_template(functools.partial(keys.queue, priority=p)) for p in _levels_common_first()]
+    args: list[str | int] = [
+        keys.worker(""),
+        *_template(keys.delayed),
+        *_template(keys.stats),
+        len(lists),
+        *(part for pair in lists for part in pair),
+        len(types),
+        *types,
+        len(_STAT_FIELDS),
+        *_STAT_FIELDS,
+        len(windows),
+        *(value for t, lead_ms in windows for value in (index[t], lead_ms)),
+    ]
+    script_keys = (keys.active, keys.idle_since, keys.workers)
+    return _Plan(types, script_keys, tuple(args), windows)
+
+
+#: Stands for the type name while a key template is derived from Keys.
+_MARK = "\x00"
+
+
+def _template(key_of_type: Callable[[str], str]) -> tuple[str, str]:
+    """(before, after) around the type name in a per-type key, derived from
+    taskscale.keys so the script never spells a key name itself."""
+    before, after = key_of_type(_MARK).split(_MARK)
+    return before, after
+
+
+def _levels_common_first() -> list[int]:
+    """Priority levels, the default first: the script stops reading a type's
+    lists once it has seen every non-empty one, and most tasks use the default."""
+    return [DEFAULT_PRIORITY, *(p for p in range(PRIORITY_LEVELS) if p != DEFAULT_PRIORITY)]
 
 
 def _assemble(
@@ -127,28 +146,34 @@ def _assemble(
     try:
         seconds, micros, active, idle, per_type, upcoming, flat_workers = reply
         at = int(seconds) + int(micros) / 1e6
-        upcoming_by = dict(zip(plan.windows, (int(u) for u in upcoming), strict=True))
-        by_type = {
-            t: _type_observation(t, active[i], idle[i], per_type[i])
-            for i, t in enumerate(plan.types)
+        position = {t: i for i, t in enumerate(plan.types)}
+        by_window = {
+            (t, lead_ms): _type_observation(
+                t, active[position[t]], idle[position[t]], per_type[position[t]], ahead
+            )
+            for (t, lead_ms), ahead in zip(plan.windows, upcoming, strict=True)
         }
         workers = _workers(flat_workers)
     except (TypeError, ValueError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
     out: dict[str, Observation] = {}
     for name, request in requests.items():
-        lead_ms = max(0, round(request.lead_s * 1000))
+        lead_ms = _lead_ms(request)
         served = set(request.types)
         out[name] = Observation(
             at=at,
-            types={t: _with_upcoming(by_type[t], upcoming_by[(t, lead_ms)]) for t in request.types},
+            types={t: by_window[(t, lead_ms)] for t in request.types},
             workers=tuple(w for w in workers if served.intersection(w.types)),
         )
     return out
 
 
+def _lead_ms(request: ObserveRequest) -> int:
+    return max(0, round(request.lead_s * 1000))
+
+
 def _type_observation(
-    task_type: str, active: Any, idle: Any, row: Sequence[Any]
+    task_type: str, active: Any, idle: Any, row: Sequence[Any], upcoming: Any
 ) -> TypeObservation:
     queued, due, *stats = row
     counters = [_int_or_zero(v) for v in stats]
@@ -156,6 +181,7 @@ def _type_observation(
         task_type=task_type,
         queued=int(queued),
         due=int(due),
+        upcoming=int(upcoming),
         active=max(0, _int_or_zero(active)),
         idle_since=None if idle is None else float(idle),
         enqueued_total=counters[0],
@@ -165,10 +191,6 @@ def _type_observation(
         service_ms_total=counters[4],
         wait_ms_total=counters[5],
     )
-
-
-def _with_upcoming(obs: TypeObservation, upcoming: int) -> TypeObservation:
-    return dataclasses.replace(obs, upcoming=upcoming)
 
 
 def _int_or_zero(value: Any) -> int:

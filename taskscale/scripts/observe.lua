@@ -5,17 +5,21 @@
 -- KEYS[1]  ACTIVE_TASKS hash (type -> running)
 -- KEYS[2]  IDLE_SINCE hash (type -> unix seconds)
 -- KEYS[3]  workers zset (worker id -> lease expiry, unix ms)
--- KEYS[4 + (i-1)*S .. 3 + i*S], for type i of ARGV[3..]:
---          delayed zset, stats hash, then the ready lists q:T:0 .. q:T:9
---          (S = 2 + number of priority levels, given in ARGV[2])
 --
--- ARGV[1]  worker record key prefix ("{ns}:worker:"; a record is prefix .. W)
--- ARGV[2]  S, the number of KEYS per type
--- ARGV[3]  n, the number of types
--- ARGV[4 .. 3+n]            the type names, in KEYS order
--- ARGV[4+n]                 m, the number of stats fields, then the m fields
--- next                      k, the number of look-ahead windows, then k pairs
---                           (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
+-- Per-type keys are built here from templates, each a (before, after) pair
+-- around the type name, that the caller derives from taskscale/keys.py: with
+-- 1000 types, passing 12 names per type would cost more than the reads.  All
+-- keys share the namespace's hash tag, so they live in KEYS[1]'s slot.
+--
+-- ARGV[1]        worker record key prefix (a record is ARGV[1] .. W)
+-- ARGV[2], [3]   delayed zset template
+-- ARGV[4], [5]   stats hash template
+-- ARGV[6]        L, the number of ready-list templates (one per priority level,
+--                any order: the default priority's first is cheapest), then L pairs
+-- next           n, the number of types, then the n type names
+-- next           m, the number of stats fields, then the m fields
+-- next           k, the number of look-ahead windows, then k pairs
+--                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers}
@@ -26,18 +30,27 @@
 local time = redis.call('TIME')
 local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local per_type_keys = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local names = {}
-for i = 1, n do
-    names[i] = ARGV[3 + i]
+local at = 1
+local function take()
+    at = at + 1
+    return ARGV[at]
+end
+local function take_list(width)
+    local count = tonumber(take())
+    local out = {}
+    for i = 1, count * width do
+        out[i] = take()
+    end
+    return out, count
 end
 
-local m = tonumber(ARGV[4 + n])
-local fields = {}
-for j = 1, m do
-    fields[j] = ARGV[4 + n + j]
-end
+local worker_prefix = ARGV[1]
+local delayed_before, delayed_after = take(), take()
+local stats_before, stats_after = take(), take()
+local list_templates, levels = take_list(2)
+local names, n = take_list(1)
+local fields, m = take_list(1)
+local windows, k = take_list(2)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
 local function hmget_all(key, wanted)
@@ -56,17 +69,45 @@ end
 local active = hmget_all(KEYS[1], names)
 local idle = hmget_all(KEYS[2], names)
 
-local per_type = {}
-for i = 1, n do
-    local base = 3 + (i - 1) * per_type_keys
-    local queued = 0
-    for q = base + 3, base + per_type_keys do
-        queued = queued + redis.call('LLEN', KEYS[q])
+-- Most types of a large deployment are empty at any instant, and each call
+-- from Lua has a cost, so count before reading: EXISTS over the ready lists
+-- says how many are non-empty (a list exists only while it holds something),
+-- the LLEN loop stops once it has seen them all, and an empty delayed set
+-- skips its ZCOUNTs.
+local function queued_of(name)
+    local lists = {}
+    for j = 1, levels do
+        lists[j] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
     end
-    local due = redis.call('ZCOUNT', KEYS[base + 1], '-inf', now_ms)
-    local row = {queued, due}
+    local remaining = redis.call('EXISTS', unpack(lists))
+    local queued = 0
+    local j = 1
+    while remaining > 0 do
+        local len = redis.call('LLEN', lists[j])
+        if len > 0 then
+            queued = queued + len
+            remaining = remaining - 1
+        end
+        j = j + 1
+    end
+    return queued
+end
+
+local per_type = {}
+local delayed_keys = {}
+local delayed_size = {}
+for i = 1, n do
+    local name = names[i]
+    local delayed = delayed_before .. name .. delayed_after
+    delayed_keys[i] = delayed
+    delayed_size[i] = redis.call('ZCARD', delayed)
+    local due = 0
+    if delayed_size[i] > 0 then
+        due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
+    end
+    local row = {queued_of(name), due}
     if m > 0 then
-        local values = redis.call('HMGET', KEYS[base + 2], unpack(fields))
+        local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
             row[2 + j] = values[j]
         end
@@ -74,20 +115,20 @@ for i = 1, n do
     per_type[i] = row
 end
 
-local k_at = 5 + n + m
-local k = tonumber(ARGV[k_at])
 local upcoming = {}
 for w = 1, k do
-    local i = tonumber(ARGV[k_at + 2 * w - 1])
-    local lead = tonumber(ARGV[k_at + 2 * w])
-    local delayed = KEYS[3 + (i - 1) * per_type_keys + 1]
-    upcoming[w] = redis.call('ZCOUNT', delayed, '(' .. now_ms, now_ms + lead)
+    local i = tonumber(windows[2 * w - 1])
+    local lead = tonumber(windows[2 * w])
+    upcoming[w] = 0
+    if delayed_size[i] > 0 then
+        upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now_ms, now_ms + lead)
+    end
 end
 
 local workers = {}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[3], now_ms, '+inf')
 for _, id in ipairs(ids) do
-    local rec = redis.call('HMGET', ARGV[1] .. id, 'pod', 'types', 'threads', 'busy')
+    local rec = redis.call('HMGET', worker_prefix .. id, 'pod', 'types', 'threads', 'busy')
     if rec[2] then
         workers[#workers + 1] = id
         workers[#workers + 1] = rec[1] or id
