@@ -1,0 +1,158 @@
+"""``taskscale controller`` and ``taskscale demo``.
+
+``controller`` runs the Kubernetes operator: it serves metrics and health on
+``--metrics-port`` at once, then (optionally after winning the leader Lease)
+watches TaskScalers and reconciles them until SIGTERM, when it stops acting,
+releases the Lease and exits 0.  The flags are the ones the Helm chart uses;
+change them only together with charts/taskscale.
+
+``demo`` belongs to taskscale.controller.demo; it is imported lazily so the
+controller command works even where the demo's extras are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from taskscale.controller.metrics import ControllerMetrics, HealthState, MetricsServer
+
+log = logging.getLogger("taskscale.controller")
+
+
+def add_parser(subparsers: Any) -> None:
+    _add_controller(subparsers)
+    _add_demo(subparsers)
+
+
+def _add_controller(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "controller",
+        help="run the Kubernetes controller (scales Deployments from TaskScalers)",
+        description="Watch TaskScaler objects and scale their Deployments from Redis queues.",
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
+    p.add_argument("--watch-namespace", help="only this namespace (default: all namespaces)")
+    p.add_argument(
+        "--metrics-port", type=int, default=9090, help="port of /metrics, /healthz, /readyz"
+    )
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics port binds to")
+    p.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
+    p.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "default",
+        help="namespace of the Lease (default: $POD_NAMESPACE or default)",
+    )
+    p.add_argument("--leader-election-id", default="taskscale-controller", help="Lease name")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=run_controller)
+
+
+def _add_demo(subparsers: Any) -> None:
+    try:
+        from taskscale.controller.demo import add_demo_arguments, run_demo
+    except ImportError as exc:
+        error = exc
+        p = subparsers.add_parser("demo", help=f"(unavailable: {error})")
+        p.set_defaults(func=lambda _args: _unavailable("demo", error))
+        return
+    p = subparsers.add_parser(
+        "demo", help="scale local worker processes from a local Redis, on this machine"
+    )
+    add_demo_arguments(p)
+    p.set_defaults(func=run_demo)
+
+
+def _unavailable(command: str, exc: ImportError) -> int:
+    print(f"taskscale {command}: not available ({exc})", file=sys.stderr)
+    return 2
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Imported here: `taskscale --help` must not need the Kubernetes client.
+    from kubernetes import client
+
+    from taskscale.controller.kube import ControllerSettings, KubeController, load_api_client
+    from taskscale.controller.leader import LeaderElector, default_identity
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    metrics = ControllerMetrics()
+    health = HealthState(clock=time.monotonic)
+    server = MetricsServer(metrics, health, host=args.metrics_host, port=args.metrics_port).start()
+    api = load_api_client(args.kubeconfig)
+    identity = default_identity()
+    settings = ControllerSettings(watch_namespace=args.watch_namespace)
+    running: list[KubeController] = []
+
+    def start_leading() -> None:
+        log.info("leading as %s: reconciling TaskScalers", identity)
+        controller = KubeController(
+            api,
+            metrics=metrics,
+            identity=identity,
+            settings=settings,
+            heartbeat=health.beat,
+            on_synced=lambda: health.set_ready(True),
+        )
+        running.append(controller.start())
+
+    def stop_leading() -> None:
+        log.info("stopped leading: standing by")
+        while running:
+            running.pop().stop()
+
+    try:
+        if not args.leader_elect:
+            metrics.leader.set(1)
+            start_leading()
+            _wait(stop, health, running)
+            stop_leading()
+            return 0
+        elector = LeaderElector(
+            client.CoordinationV1Api(api),
+            namespace=args.leader_election_namespace,
+            name=args.leader_election_id,
+            identity=identity,
+            metrics=metrics,
+        )
+        campaign = threading.Thread(
+            target=elector.run,
+            args=(stop,),
+            kwargs={"on_started_leading": start_leading, "on_stopped_leading": stop_leading},
+            name="leader-election",
+        )
+        campaign.start()
+        _wait(stop, health, running, ready_when=lambda: elector.reachable)
+        campaign.join(30)
+        return 0
+    finally:
+        server.stop()
+        api.close()  # type: ignore[no-untyped-call]
+
+
+def _wait(
+    stop: threading.Event,
+    health: HealthState,
+    running: list[Any],
+    *,
+    ready_when: Any = None,
+) -> None:
+    """Until SIGTERM: keep /healthz alive while no reconciler beats for it
+    (a standby), and mark a standby ready once it has reached the API."""
+    while not stop.wait(1.0):
+        if not running:
+            health.beat()
+            if ready_when is not None:
+                health.set_ready(bool(ready_when()))
