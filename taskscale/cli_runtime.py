@@ -1,0 +1,217 @@
+"""The runtime's subcommands: ``worker``, ``scheduler``, ``enqueue``, ``status``.
+
+Each takes ``--redis-url`` (env ``TASKSCALE_REDIS_URL``) and ``--namespace``
+(env ``TASKSCALE_NAMESPACE``).  Errors a user can fix (a wrong URL, an
+unreachable server, a key of the wrong type, bad JSON) are printed as one
+line on stderr with a non-zero exit code, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from taskscale.connection import (
+    DEFAULT_REDIS_URL,
+    REDIS_URL_ENV,
+    RedisUnavailable,
+    check,
+    connect,
+    describe_error,
+)
+from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
+
+log = logging.getLogger("taskscale")
+
+
+class UsageError(Exception):
+    """A mistake in the command line; printed as one line."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get(REDIS_URL_ENV, DEFAULT_REDIS_URL),
+        help=f"Redis URL (env {REDIS_URL_ENV}; default {DEFAULT_REDIS_URL})",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
+        help=f"key namespace (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add worker, scheduler, enqueue and status to the ``taskscale`` CLI."""
+    p = subparsers.add_parser("worker", help="run tasks of some types on N threads")
+    _common(p)
+    p.add_argument("--types", required=True, help="comma-separated task types to serve")
+    p.add_argument("--threads", type=int, default=4, help="tasks run at once (default 4)")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="module that registers task functions (repeatable)",
+    )
+    p.add_argument("--lease", type=float, default=10.0, help="lease seconds (default 10)")
+    p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat seconds (default 2)")
+    p.add_argument("--grace", type=float, default=30.0, help="shutdown grace seconds (default 30)")
+    p.add_argument("--idle-wait", type=float, default=2.0, help="longest idle BLPOP, seconds")
+    p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
+    p.set_defaults(func=_guarded(_worker))
+
+    p = subparsers.add_parser("scheduler", help="promote due delayed tasks and reap dead workers")
+    _common(p)
+    p.add_argument("--lease", type=float, default=10.0, help="worker lease seconds (reap period/2)")
+    p.add_argument("--batch", type=int, default=1000, help="most tasks promoted per type per call")
+    p.add_argument("--max-sleep", type=float, default=1.0, help="longest sleep, seconds")
+    p.set_defaults(func=_guarded(_scheduler))
+
+    p = subparsers.add_parser("enqueue", help="enqueue tasks")
+    _common(p)
+    p.add_argument("type", metavar="TYPE", help="task type")
+    p.add_argument("--args", default="[]", help="JSON array of positional arguments")
+    p.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds before it is due")
+    p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
+    p.add_argument("--max-retries", type=int, default=None, help="retries before dead-lettering")
+    p.add_argument("--count", type=int, default=1, help="enqueue this many copies")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
+    p.set_defaults(func=_guarded(_enqueue))
+
+    p = subparsers.add_parser("status", help="queues, delayed, active and workers per type")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_guarded(_status))
+
+
+def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a subcommand; turn the errors a user can fix into one line."""
+
+    def guarded(args: argparse.Namespace) -> int:
+        logging.basicConfig(
+            level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        try:
+            return run(args)
+        except (UsageError, ValueError, RedisUnavailable) as exc:
+            print(f"taskscale {args.command}: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, UsageError | ValueError) else 1
+        except redis.RedisError as exc:
+            print(f"taskscale {args.command}: {describe_error(exc)}", file=sys.stderr)
+            return 1
+
+    return guarded
+
+
+def _client(args: argparse.Namespace) -> tuple[redis.Redis, Keys]:
+    keys = Keys(args.namespace)
+    client = connect(args.redis_url)
+    check(client)
+    return client, keys
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from taskscale.tasks import registry
+    from taskscale.worker import WorkerSettings, run_worker
+
+    for module in args.imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise UsageError(f"cannot import task module {module!r}: {exc}") from None
+    settings = WorkerSettings(
+        types=tuple(t.strip() for t in args.types.split(",") if t.strip()),
+        threads=args.threads,
+        lease_s=args.lease,
+        heartbeat_s=args.heartbeat,
+        grace_s=args.grace,
+        idle_wait_s=args.idle_wait,
+        worker_id=args.worker_id,
+    )
+    missing = [t for t in settings.types if t not in registry]
+    if missing:
+        log.warning(
+            "no function registered for %s (use --import): such tasks will be dead-lettered",
+            ",".join(missing),
+        )
+    client, keys = _client(args)
+    return run_worker(client, settings, keys=keys, metrics_port=args.metrics_port)
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    import signal
+
+    from taskscale.scheduler import Scheduler, SchedulerSettings
+
+    client, keys = _client(args)
+    scheduler = Scheduler(
+        client,
+        keys=keys,
+        settings=SchedulerSettings(
+            promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
+        ),
+    )
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: scheduler.stop())
+    log.info("scheduler started (namespace %s)", keys.namespace)
+    return scheduler.run()
+
+
+def _json_arg(text: str, kind: type, flag: str) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise UsageError(f"{flag} must be a JSON {'array' if kind is list else 'object'}")
+    return value
+
+
+def _enqueue(args: argparse.Namespace) -> int:
+    from taskscale.producer import Call, Producer, ProducerSettings
+
+    call = Call(_json_arg(args.args, list, "--args"), _json_arg(args.kwargs, dict, "--kwargs"))
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    client, keys = _client(args)
+    producer = Producer(
+        client, keys=keys, settings=ProducerSettings(max_payload_bytes=args.max_bytes)
+    )
+    ids = producer.enqueue_many(
+        args.type,
+        [call] * args.count,
+        delay=args.delay,
+        priority=args.priority,
+        max_retries=args.max_retries,
+    )
+    for task_id in ids:
+        print(task_id)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from taskscale.status import collect, render
+
+    client, keys = _client(args)
+    status = collect(client, keys)
+    if args.json:
+        for t in status["types"].values():
+            t.pop("stats", None)
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print(render(status))
+    return 0

@@ -1,0 +1,161 @@
+"""Redis clients, clear errors, and the retry policy the runtime shares.
+
+Workers and schedulers are long-running: a Redis restart must not kill them,
+so Redis calls go through :func:`retrying`, which waits with exponential
+backoff and jitter (tenacity) on connection and timeout errors until the
+server is back.  Command-line tools, on the other hand, must fail fast with
+one readable line (a wrong URL, a key holding the wrong type), not a
+traceback: :func:`describe_error` turns Redis exceptions into that line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import redis
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_never,
+    wait_exponential_jitter,
+)
+from tenacity.stop import stop_base
+
+REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+#: Errors that mean "the server is unreachable right now": worth retrying.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+)
+
+log = logging.getLogger("taskscale.connection")
+T = TypeVar("T")
+
+
+class RedisUnavailable(RuntimeError):
+    """Redis could not be reached (the message is one line, for users)."""
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How the runtime connects to Redis."""
+
+    url: str = DEFAULT_REDIS_URL
+    connect_timeout_s: float = 5.0
+    #: Longest a reply may take; blocking reads use shorter timeouts than this.
+    socket_timeout_s: float = 30.0
+
+    @classmethod
+    def from_env(cls, url: str | None = None) -> ConnectionSettings:
+        return cls(url=url or os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL)
+
+
+def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
+    """A client for ``settings`` (or a URL); nothing is sent until first use.
+
+    Raises :class:`ValueError` with a one-line message for a malformed URL.
+    """
+    if not isinstance(settings, ConnectionSettings):
+        settings = ConnectionSettings.from_env(settings)
+    try:
+        return redis.Redis.from_url(
+            settings.url,
+            socket_connect_timeout=settings.connect_timeout_s,
+            socket_timeout=settings.socket_timeout_s,
+            socket_keepalive=True,
+            health_check_interval=30,
+        )
+    except ValueError as exc:
+        raise ValueError(f"invalid Redis URL {settings.url!r}: {exc}") from None
+
+
+def check(client: redis.Redis) -> None:
+    """PING once; raise :class:`RedisUnavailable` with one readable line if it fails."""
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise RedisUnavailable(describe_error(exc, client=client)) from None
+
+
+def describe_error(exc: BaseException, *, client: redis.Redis | None = None) -> str:
+    """One line that tells a user what went wrong with Redis and where."""
+    where = f" at {_location(client)}" if client is not None else ""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, redis.AuthenticationError):
+        return f"Redis{where} refused the credentials: {text}"
+    if isinstance(exc, TRANSIENT_ERRORS):
+        return f"cannot reach Redis{where}: {text}"
+    if isinstance(exc, redis.ResponseError) and text.startswith("WRONGTYPE"):
+        return (
+            f"a taskscale key in Redis{where} holds the wrong type of value "
+            f"(another application uses this namespace? try --namespace): {text}"
+        )
+    if isinstance(exc, redis.ResponseError):
+        return f"Redis{where} rejected a command: {text}"
+    return f"Redis error{where}: {text}"
+
+
+def _location(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    wait = state.next_action.sleep if state.next_action is not None else 0.0
+    log.warning(
+        "Redis unavailable (%s); retry %d in %.2fs",
+        exc.__class__.__name__ if exc else "?",
+        state.attempt_number,
+        wait,
+    )
+
+
+class _StopWhen(stop_base):
+    """Stop retrying once ``predicate()`` is true (e.g. the worker is shutting down)."""
+
+    def __init__(self, predicate: Callable[[], bool]) -> None:
+        self.predicate = predicate
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.predicate()
+
+
+def retrying(
+    fn: Callable[[], T],
+    *,
+    give_up_after_s: float | None = None,
+    give_up_when: Callable[[], bool] | None = None,
+    max_wait_s: float = 5.0,
+) -> T:
+    """Call ``fn()``; on a transient Redis error wait (exponential, jitter)
+    and call again, forever unless ``give_up_after_s`` passes or
+    ``give_up_when()`` becomes true -- then the last error is raised.
+
+    Only use it for calls that are safe to repeat: every runtime script is
+    (complete/fail/requeue act only on tasks still in flight).
+    """
+    stop: stop_base = stop_never
+    if give_up_after_s is not None:
+        stop = stop_after_delay(give_up_after_s)
+    if give_up_when is not None:
+        stop = stop | _StopWhen(give_up_when)
+    retryer = Retrying(
+        retry=retry_if_exception_type(TRANSIENT_ERRORS),
+        wait=wait_exponential_jitter(initial=0.05, max=max_wait_s, jitter=0.2),
+        stop=stop,
+        reraise=True,
+        before_sleep=_log_retry,
+    )
+    return retryer(fn)

@@ -1,0 +1,157 @@
+"""The task envelope: the JSON object that carries one task through Redis.
+
+Producers build it, the Lua scripts stamp times on it, workers decode it.
+It is JSON only -- never pickle, so a queue is not a remote-code-execution
+channel -- and its fields are specified in docs/schema.md so producers in
+other languages can write it too.  Decoding is strict about what a worker
+needs (id, type, args, kwargs) and lenient about the rest (defaults).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, check_name, parse_priority
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_REPLY_TTL_S = 300
+
+#: Fields the runtime reads; anything else in an envelope is kept as is.
+_COMPACT = (",", ":")
+
+
+class EnvelopeError(ValueError):
+    """An envelope that can't be built (producer) or decoded (worker)."""
+
+
+class PayloadTooLarge(EnvelopeError):
+    """An envelope over the configured size limit: refused at enqueue."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A decoded envelope; ``fields`` keeps every field, known or not."""
+
+    id: str
+    type: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    priority: int = DEFAULT_PRIORITY
+    attempts: int = 0
+    max_retries: int = DEFAULT_MAX_RETRIES
+    enqueued_ms: int | None = None
+    due_ms: int | None = None
+    reply_to: str | None = None
+    reply_ttl: int = DEFAULT_REPLY_TTL_S
+    fanout: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def build(
+    task_type: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    task_id: str | None = None,
+    priority: int | str = DEFAULT_PRIORITY,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    extra: Mapping[str, Any] | None = None,
+    max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> tuple[str, str]:
+    """Encode a new envelope; return ``(task_id, json)``.
+
+    Raises :class:`EnvelopeError` for a bad name, priority or argument that
+    is not JSON, and :class:`PayloadTooLarge` over ``max_bytes`` (0 = no limit).
+    """
+    check_name("task type", task_type)
+    task_id = check_name("task id", task_id or new_task_id())
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise EnvelopeError(f"max_retries must be an integer >= 0, not {max_retries!r}")
+    doc: dict[str, Any] = {
+        "id": task_id,
+        "type": task_type,
+        "args": list(args),
+        "kwargs": dict(kwargs or {}),
+        "priority": parse_priority(priority),
+        "attempts": 0,
+        "max_retries": max_retries,
+    }
+    if extra:
+        doc.update(extra)
+    return task_id, encode(doc, max_bytes=max_bytes)
+
+
+def encode(doc: Mapping[str, Any], *, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+    """Compact JSON of an envelope document, size-checked."""
+    try:
+        text = json.dumps(doc, separators=_COMPACT, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeError(f"task {doc.get('id')}: arguments are not JSON: {exc}") from None
+    size = len(text.encode("utf-8"))
+    if max_bytes and size > max_bytes:
+        raise PayloadTooLarge(
+            f"task {doc.get('type')}/{doc.get('id')}: envelope is {size} bytes, "
+            f"over the limit of {max_bytes} bytes"
+        )
+    return text
+
+
+def decode(raw: str | bytes) -> Envelope:
+    """Decode an envelope a worker claimed; raise :class:`EnvelopeError` if unusable."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EnvelopeError(f"envelope is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise EnvelopeError("envelope is not a JSON object")
+    task_id, task_type = doc.get("id"), doc.get("type")
+    if not isinstance(task_id, str) or not isinstance(task_type, str):
+        raise EnvelopeError('envelope needs string "id" and "type"')
+    args, kwargs = doc.get("args", []), doc.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise EnvelopeError('"args" must be an array and "kwargs" an object')
+    return Envelope(
+        id=task_id,
+        type=task_type,
+        args=args,
+        kwargs=kwargs,
+        priority=_int(doc, "priority", DEFAULT_PRIORITY),
+        attempts=_int(doc, "attempts", 0),
+        max_retries=_int(doc, "max_retries", DEFAULT_MAX_RETRIES),
+        enqueued_ms=_opt_int(doc, "enqueued_ms"),
+        due_ms=_opt_int(doc, "due_ms"),
+        reply_to=doc["reply_to"] if isinstance(doc.get("reply_to"), str) else None,
+        reply_ttl=_int(doc, "reply_ttl", DEFAULT_REPLY_TTL_S),
+        fanout=doc["fanout"] if isinstance(doc.get("fanout"), str) else None,
+        fields=doc,
+    )
+
+
+def for_retry(env: Envelope) -> str:
+    """The envelope of the next attempt: ``attempts`` + 1, without ``due_ms``
+    (the scheduler stamps the new due time when it promotes it)."""
+    doc = {k: v for k, v in env.fields.items() if k != "due_ms"}
+    doc["attempts"] = env.attempts + 1
+    return encode(doc, max_bytes=0)
+
+
+def _int(doc: Mapping[str, Any], name: str, default: int) -> int:
+    value = doc.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+def _opt_int(doc: Mapping[str, Any], name: str) -> int | None:
+    value = doc.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)

@@ -1,0 +1,70 @@
+"""Prometheus metrics of one worker process, served on ``--metrics-port``.
+
+Names follow the project's convention: one ``taskscale_worker_`` prefix,
+base units, ``_total`` counters; label values are task types (a small, known
+set) and outcomes, never task ids.  Each :class:`WorkerMetrics` has its own
+registry so several workers in one process (tests) do not collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+OUTCOMES = ("completed", "retried", "dead")
+_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
+_WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
+
+
+class WorkerMetrics:
+    """Tasks by type and outcome, run time, queue wait, busy threads."""
+
+    def __init__(self, *, types: tuple[str, ...], threads: int) -> None:
+        self.registry = CollectorRegistry()
+        self.tasks = Counter(
+            "taskscale_worker_tasks_total",
+            "Task runs finished, by type and outcome (completed, retried, dead).",
+            ["type", "outcome"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "taskscale_worker_task_duration_seconds",
+            "Run time of task functions.",
+            ["type"],
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_wait = Histogram(
+            "taskscale_worker_queue_wait_seconds",
+            "Time from enqueue (or due time) to claim, on the Redis clock.",
+            ["type"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.busy = Gauge(
+            "taskscale_worker_busy_threads", "Threads running a task now.", registry=self.registry
+        )
+        self.threads = Gauge(
+            "taskscale_worker_threads", "Size of the worker's thread pool.", registry=self.registry
+        )
+        self.redis_errors = Counter(
+            "taskscale_worker_redis_errors_total",
+            "Redis calls that failed with a connection or timeout error (then retried).",
+            registry=self.registry,
+        )
+        self.threads.set(threads)
+        for task_type in types:  # series exist from the start, at 0
+            for outcome in OUTCOMES:
+                self.tasks.labels(task_type, outcome)
+            self.duration.labels(task_type)
+            self.queue_wait.labels(task_type)
+
+    def task_finished(self, task_type: str, outcome: str, duration_s: float) -> None:
+        self.tasks.labels(task_type, outcome).inc()
+        self.duration.labels(task_type).observe(duration_s)
+
+    def task_claimed(self, task_type: str, wait_s: float) -> None:
+        self.queue_wait.labels(task_type).observe(max(0.0, wait_s))
+
+    def serve(self, port: int, *, addr: str = "0.0.0.0") -> None:
+        """Expose ``/metrics`` on ``port`` (a daemon thread)."""
+        start_http_server(port, addr=addr, registry=self.registry)

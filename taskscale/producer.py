@@ -1,0 +1,169 @@
+"""The producer API: how applications enqueue tasks.
+
+``enqueue("email", "a@b.c", delay=60)`` from anywhere, or a :class:`Producer`
+bound to a client and namespace.  Every enqueue is one call of the
+``enqueue.lua`` script, which validates, stamps ``enqueued_ms`` from the
+Redis clock, pushes, counts, wakes idle workers and signals demand in one
+atomic step; a batch (``enqueue_many``) is one script call per chunk.
+Over-size envelopes are refused here, before anything reaches Redis.
+
+Note: a connection error is retried, and an enqueue whose reply was lost
+may then run twice (delivery is at least once, as everywhere in taskscale).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from taskscale import envelope
+from taskscale.connection import ConnectionSettings, connect, retrying
+from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
+from taskscale.luascripts import scripts_for
+
+#: Envelopes per script call in ``enqueue_many`` (keeps each call short).
+BATCH_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    default_max_retries: int = envelope.DEFAULT_MAX_RETRIES
+    #: Give up on an unreachable Redis after this long (then raise).
+    retry_for_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Call:
+    """One task of a batch: positional and keyword arguments."""
+
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] | None = None
+
+
+class Producer:
+    """Enqueues tasks into one namespace through one client."""
+
+    def __init__(
+        self,
+        client: redis.Redis | str | None = None,
+        *,
+        keys: Keys | None = None,
+        settings: ProducerSettings | None = None,
+    ) -> None:
+        self.redis = client if isinstance(client, redis.Redis) else connect(client)
+        self.keys = keys or Keys.from_env()
+        self.settings = settings or ProducerSettings()
+
+    def enqueue(
+        self,
+        task_type: str,
+        *args: Any,
+        delay: float | None = None,
+        priority: int | str = DEFAULT_PRIORITY,
+        max_retries: int | None = None,
+        task_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Enqueue ``task_type(*args, **kwargs)``; return its task id.
+
+        ``delay`` seconds (None/0 = now); ``priority`` 0-9 or high/normal/low
+        (0 most urgent); ``extra`` adds envelope fields (``reply_to``...).
+        """
+        task_id, doc = envelope.build(
+            task_type,
+            args,
+            kwargs,
+            task_id=task_id,
+            priority=priority,
+            max_retries=self._retries(max_retries),
+            extra=extra,
+            max_bytes=self.settings.max_payload_bytes,
+        )
+        self._push(task_type, [doc], delay)
+        return task_id
+
+    def enqueue_many(
+        self,
+        task_type: str,
+        calls: Iterable[Call | Sequence[Any]],
+        *,
+        delay: float | None = None,
+        priority: int | str = DEFAULT_PRIORITY,
+        max_retries: int | None = None,
+    ) -> list[str]:
+        """Enqueue one task per item of ``calls`` (a :class:`Call` or an args
+        sequence); return the ids.  Each chunk of :data:`BATCH_CHUNK` is atomic."""
+        ids: list[str] = []
+        docs: list[str] = []
+        for item in calls:
+            call = item if isinstance(item, Call) else Call(args=item)
+            task_id, doc = envelope.build(
+                task_type,
+                call.args,
+                call.kwargs,
+                priority=priority,
+                max_retries=self._retries(max_retries),
+                max_bytes=self.settings.max_payload_bytes,
+            )
+            ids.append(task_id)
+            docs.append(doc)
+        for start in range(0, len(docs), BATCH_CHUNK):
+            self._push(task_type, docs[start : start + BATCH_CHUNK], delay)
+        return ids
+
+    def _retries(self, max_retries: int | None) -> int:
+        return self.settings.default_max_retries if max_retries is None else max_retries
+
+    def _push(self, task_type: str, docs: list[str], delay: float | None) -> int:
+        check_name("task type", task_type)
+        delay_ms = 0 if not delay or delay <= 0 else max(1, round(delay * 1000))
+        script = scripts_for(self.redis).enqueue
+        args: list[str | int] = [self.keys.prefix, task_type, delay_ms]
+        args += [self.settings.max_payload_bytes, *docs]
+
+        def push() -> int:
+            return int(script(keys=[self.keys.types], args=args, client=self.redis))
+
+        return retrying(push, give_up_after_s=self.settings.retry_for_s)
+
+
+_default: Producer | None = None
+_default_lock = threading.Lock()
+
+
+def default_producer() -> Producer:
+    """The process-wide producer: ``TASKSCALE_REDIS_URL`` (default
+    redis://127.0.0.1:6379/0) and ``TASKSCALE_NAMESPACE``."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Producer(connect(ConnectionSettings.from_env()))
+        return _default
+
+
+def enqueue(
+    task_type: str,
+    *args: Any,
+    delay: float | None = None,
+    priority: int | str = DEFAULT_PRIORITY,
+    **kwargs: Any,
+) -> str:
+    """Enqueue ``task_type(*args, **kwargs)`` with the default producer."""
+    return default_producer().enqueue(task_type, *args, delay=delay, priority=priority, **kwargs)
+
+
+def enqueue_many(
+    task_type: str,
+    calls: Iterable[Call | Sequence[Any]],
+    *,
+    delay: float | None = None,
+    priority: int | str = DEFAULT_PRIORITY,
+) -> list[str]:
+    """Enqueue a batch with the default producer (see :meth:`Producer.enqueue_many`)."""
+    return default_producer().enqueue_many(task_type, calls, delay=delay, priority=priority)

@@ -1,0 +1,197 @@
+"""The scheduler: promotes due delayed tasks and reaps dead workers.
+
+``promote.lua`` moves every due task of every type to its ready list in one
+atomic call and returns when the next one is due, so any number of
+schedulers may run side by side with no lock and no duplicate.  Between
+calls a scheduler sleeps until the next due time, and is woken early by a
+token on ``{ns}:wake:scheduler`` (pushed when a task is scheduled earlier
+than the current earliest).
+
+Redis 7.0 times out blocking commands on its ``hz`` tick (100 ms by
+default), far too coarse for a scheduler, so the sleep is a BLPOP with a
+long timeout that an *alarm* thread cuts short at the exact due time with
+``CLIENT UNBLOCK``; waits of a few milliseconds are plain sleeps.
+
+Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
+in-flight tasks of workers whose lease expired to the head of their queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import redis
+
+from taskscale.connection import TRANSIENT_ERRORS, retrying
+from taskscale.keys import Keys
+from taskscale.luascripts import scripts_for
+
+log = logging.getLogger("taskscale.scheduler")
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    #: Most tasks promoted per type per script call (bounds each call's run time).
+    promote_batch: int = 1000
+    #: Longest sleep without looking (a safety net: tokens wake us early).
+    max_sleep_s: float = 1.0
+    #: Waits shorter than this are plain sleeps (not worth an unblock).
+    spin_s: float = 0.004
+    #: Worker lease; the reaper runs every lease / 2.
+    lease_s: float = 10.0
+    #: Most workers reaped per call.
+    reap_batch: int = 100
+
+
+@dataclass(frozen=True)
+class PromoteResult:
+    promoted: int
+    next_due_ms: int | None  # None: nothing delayed
+    now_ms: int
+    more: bool
+
+
+class _Alarm:
+    """Cuts a BLPOP short at a deadline with CLIENT UNBLOCK from a second connection."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._target: int | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="scheduler-alarm", daemon=True)
+        self._thread.start()
+
+    def arm(self, deadline: float, target_client_id: int) -> None:
+        with self._cond:
+            self._deadline, self._target = deadline, target_client_id
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:  # waits for an unblock in progress: it can't hit the next wait
+            self._deadline = None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                self._deadline = None
+                with contextlib.suppress(redis.RedisError):  # else BLPOP ends a bit late
+                    self._client.client_unblock(self._target or 0)
+
+
+class Scheduler:
+    """Promoter + reaper loop; :meth:`run` until :meth:`stop`."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        keys: Keys | None = None,
+        settings: SchedulerSettings | None = None,
+    ) -> None:
+        self.redis = client
+        self.keys = keys or Keys.from_env()
+        self.settings = settings or SchedulerSettings()
+        self._scripts = scripts_for(client)
+        self._stop = threading.Event()
+        pool = client.connection_pool
+        self._blocker = redis.Redis(  # its own connection, so the alarm can unblock it
+            connection_pool=redis.ConnectionPool(
+                connection_class=pool.connection_class, **pool.connection_kwargs
+            ),
+            single_connection_client=True,
+        )
+        self.promoted = 0
+        self.reaped_tasks = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def promote(self) -> PromoteResult:
+        """One promote.lua call over every type."""
+        reply = self._scripts.promote(
+            keys=[self.keys.types],
+            args=[self.keys.prefix, self.settings.promote_batch],
+            client=self.redis,
+        )
+        promoted, next_due, now, more = (int(x) for x in reply)
+        return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more))
+
+    def reap(self) -> tuple[int, int]:
+        """Reap expired workers until none is left; return (workers, tasks)."""
+        workers = tasks = 0
+        while True:
+            reply = self._scripts.reap(
+                keys=[self.keys.active, self.keys.workers],
+                args=[self.keys.prefix, self.settings.reap_batch],
+                client=self.redis,
+            )
+            workers += int(reply[0])
+            tasks += int(reply[1])
+            if not int(reply[2]):
+                return workers, tasks
+
+    def run(self) -> int:
+        alarm = _Alarm(self.redis)
+        next_reap = 0.0
+        try:
+            while not self._stop.is_set():
+                if time.monotonic() >= next_reap:
+                    self._reap_logged()
+                    next_reap = time.monotonic() + self.settings.lease_s / 2
+                result = retrying(self.promote, give_up_when=self._stop.is_set)
+                self.promoted += result.promoted
+                if result.more:
+                    continue
+                wait = min(self.settings.max_sleep_s, max(0.0, next_reap - time.monotonic()))
+                if result.next_due_ms is not None:
+                    wait = min(wait, (result.next_due_ms - result.now_ms) / 1000)
+                self._sleep(wait, alarm)
+        except TRANSIENT_ERRORS:
+            if not self._stop.is_set():
+                raise
+        finally:
+            alarm.close()
+            self._blocker.close()
+        return 0
+
+    def _reap_logged(self) -> None:
+        workers, tasks = retrying(self.reap, give_up_when=self._stop.is_set)
+        self.reaped_tasks += tasks
+        if workers:
+            log.warning("reaped %d dead worker(s); %d task(s) back in their queues", workers, tasks)
+
+    def _sleep(self, seconds: float, alarm: _Alarm) -> None:
+        if seconds <= 0:
+            return
+        if seconds <= self.settings.spin_s:
+            self._stop.wait(seconds)
+            return
+        try:
+            # asked every time: a silent reconnect would change it
+            alarm.arm(time.monotonic() + seconds, int(self._blocker.client_id()))
+            try:
+                # Redis rounds this up to its next tick; the alarm ends it on time.
+                self._blocker.blpop([self.keys.scheduler_wake], timeout=seconds + 0.5)
+            finally:
+                alarm.disarm()
+        except TRANSIENT_ERRORS as exc:
+            log.warning("scheduler: Redis unavailable (%s)", exc)
+            self._stop.wait(min(seconds, 0.5))

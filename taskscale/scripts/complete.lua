@@ -1,0 +1,90 @@
+-- complete: record a batch of tasks that returned normally, for worker W.
+-- A task counts only if HDEL removed it from W's in-flight hash, so a task
+-- the reaper took back meanwhile (or a retried call) is never counted twice.
+--
+-- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now (never below 0)
+-- KEYS[2]  {ns}:IDLE_SINCE    hash T -> unix seconds the last task finished
+-- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
+--
+-- ARGV[1]  key prefix "{ns}:"
+-- ARGV[2]  n, the number of tasks; then 7 values per task:
+--          id, T, service ms, reply key ("" = none), reply TTL seconds,
+--          reply JSON (the whole {"id", "ok": true, "result"} object),
+--          the fan-out id F ("" = none)
+--
+-- Returns the number of tasks recorded.  Stats "active_underflow" counts
+-- decrements that would have taken ACTIVE_TASKS below 0 (it should stay 0).
+
+local prefix = ARGV[1]
+local n = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local WAKE_CAP = 64
+
+local function fanout_final(f, outcome)
+    local fkey = prefix .. 'fanout:' .. f
+    if redis.call('EXISTS', fkey) == 0 then
+        return
+    end
+    redis.call('HINCRBY', fkey, outcome, 1)
+    local st = redis.call('HMGET', fkey, 'type', 'priority', 'total', 'succeeded', 'failed', 'ttl')
+    local nxt = redis.call('LPOP', fkey .. ':pending')
+    if nxt then
+        local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
+        local env = '{"enqueued_ms":' .. string.format('%d', now) .. ',' .. string.sub(nxt, 2)
+        if redis.call('RPUSH', qkey, env) == 1 then
+            redis.call('PUBLISH', prefix .. 'demand', st[1])
+        end
+        redis.call('HINCRBY', prefix .. 'stats:' .. st[1], 'enqueued', 1)
+        redis.call('RPUSH', prefix .. 'wake:' .. st[1], '1')
+        redis.call('LTRIM', prefix .. 'wake:' .. st[1], -WAKE_CAP, -1)
+    else
+        redis.call('HINCRBY', fkey, 'running', -1)
+    end
+    local total, ok, bad = tonumber(st[3]) or 0, tonumber(st[4]) or 0, tonumber(st[5]) or 0
+    if ok + bad == total then
+        local ttl = tonumber(st[6]) or 86400
+        redis.call('HSET', fkey, 'finished_ms', now)
+        local notice = '{"id":' .. cjson.encode(f) .. ',"total":' .. total
+            .. ',"succeeded":' .. ok .. ',"failed":' .. bad .. '}'
+        redis.call('RPUSH', fkey .. ':done', notice)
+        redis.call('PUBLISH', fkey .. ':done', notice)
+        redis.call('EXPIRE', fkey, ttl)
+        redis.call('EXPIRE', fkey .. ':done', ttl)
+        redis.call('EXPIRE', fkey .. ':pending', ttl)
+    end
+end
+
+local done, service = {}, {}
+local recorded = 0
+for i = 0, n - 1 do
+    local base = 3 + i * 7
+    local id, ttype, ms = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
+    if redis.call('HDEL', KEYS[3], id) == 1 then
+        recorded = recorded + 1
+        done[ttype] = (done[ttype] or 0) + 1
+        service[ttype] = (service[ttype] or 0) + ms
+        local reply_key = ARGV[base + 3]
+        if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
+            redis.call('RPUSH', reply_key, ARGV[base + 5])
+            redis.call('EXPIRE', reply_key, tonumber(ARGV[base + 4]) or 300)
+        end
+        if ARGV[base + 6] ~= '' then
+            fanout_final(ARGV[base + 6], 'succeeded')
+        end
+    end
+end
+
+local idle = string.format('%d.%03d', math.floor(now / 1000), now % 1000)
+for ttype, count in pairs(done) do
+    local left = redis.call('HINCRBY', KEYS[1], ttype, -count)
+    local skey = prefix .. 'stats:' .. ttype
+    if left < 0 then
+        redis.call('HSET', KEYS[1], ttype, 0)
+        redis.call('HINCRBY', skey, 'active_underflow', -left)
+    end
+    redis.call('HSET', KEYS[2], ttype, idle)
+    redis.call('HINCRBY', skey, 'completed', count)
+    redis.call('HINCRBY', skey, 'service_ms', service[ttype])
+end
+return recorded

@@ -1,0 +1,108 @@
+-- enqueue: make envelopes of one task type ready (or delayed), atomically.
+-- Any language can SCRIPT LOAD this file and EVALSHA it (docs/schema.md).
+--
+-- KEYS[1]  {ns}:types  set of every task type ever enqueued
+--
+-- ARGV[1]  key prefix, "{ns}:" (every other key is built from it; all keys
+--          share the namespace hash tag, so this is legal on Redis Cluster)
+-- ARGV[2]  T, the task type
+-- ARGV[3]  delay in ms: 0 = ready now, > 0 = due at TIME + delay
+-- ARGV[4]  largest envelope accepted, in bytes (0 = no limit)
+-- ARGV[5..] envelopes: JSON objects with at least "id" and "type" (= T);
+--          the script appends "enqueued_ms" from TIME (the last duplicate
+--          key wins in JSON readers, so a stale one is overridden)
+--
+-- Returns the number of tasks enqueued.  An invalid envelope is an error
+-- "ERR invalid envelope #i: reason" and nothing at all is written.
+
+local prefix, ttype = ARGV[1], ARGV[2]
+local delay = tonumber(ARGV[3]) or 0
+local max_bytes = tonumber(ARGV[4]) or 0
+local WAKE_CAP = 64
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function stamp(env, field, value)
+    local pos = #env
+    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
+        pos = pos - 1
+    end
+    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
+end
+
+local function valid_name(s)
+    return type(s) == 'string' and #s >= 1 and #s <= 128 and string.match(s, '^[%w_%.%-]+$') ~= nil
+end
+
+-- validate everything first: all or nothing
+local levels = {}
+for i = 5, #ARGV do
+    local n = i - 4
+    local env = ARGV[i]
+    if max_bytes > 0 and #env > max_bytes then
+        return redis.error_reply('invalid envelope #' .. n .. ': ' .. #env .. ' bytes is over the limit of ' .. max_bytes)
+    end
+    local ok, doc = pcall(cjson.decode, env)
+    if not ok or type(doc) ~= 'table' then
+        return redis.error_reply('invalid envelope #' .. n .. ': not a JSON object')
+    end
+    if not valid_name(doc.id) then
+        return redis.error_reply('invalid envelope #' .. n .. ': "id" must be 1-128 characters of A-Z a-z 0-9 _ . -')
+    end
+    if doc.type ~= ttype then
+        return redis.error_reply('invalid envelope #' .. n .. ': "type" must be ' .. ttype)
+    end
+    local p = doc.priority
+    if p == nil then
+        p = 5
+    elseif type(p) ~= 'number' or p ~= math.floor(p) or p < 0 or p > 9 then
+        return redis.error_reply('invalid envelope #' .. n .. ': "priority" must be an integer 0-9')
+    end
+    levels[n] = p
+end
+
+local count = #ARGV - 4
+if count == 0 then
+    return 0
+end
+redis.call('SADD', KEYS[1], ttype)
+redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'enqueued', count)
+
+if delay > 0 then
+    local dkey = prefix .. 'delayed:' .. ttype
+    local due = now + delay
+    local before = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
+    for i = 5, #ARGV do
+        redis.call('ZADD', dkey, due, stamp(ARGV[i], 'enqueued_ms', now))
+    end
+    if before[2] == nil or tonumber(before[2]) > due then
+        redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
+        redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
+    end
+    return count
+end
+
+local was_empty = false
+local pushed = {}
+for i = 5, #ARGV do
+    local qkey = prefix .. 'q:' .. ttype .. ':' .. levels[i - 4]
+    local len = redis.call('RPUSH', qkey, stamp(ARGV[i], 'enqueued_ms', now))
+    if not pushed[qkey] then
+        pushed[qkey] = true
+        if len == 1 then
+            was_empty = true
+        end
+    end
+end
+local wkey = prefix .. 'wake:' .. ttype
+local tokens = {}
+for i = 1, math.min(count, WAKE_CAP) do
+    tokens[i] = '1'
+end
+redis.call('RPUSH', wkey, unpack(tokens))
+redis.call('LTRIM', wkey, -WAKE_CAP, -1)
+if was_empty then
+    redis.call('PUBLISH', prefix .. 'demand', ttype)
+end
+return count

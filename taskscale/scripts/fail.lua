@@ -1,0 +1,106 @@
+-- fail: record one failed run of a task for worker W: retry it later
+-- through the delayed set, or dead-letter it.  Acts only if HDEL removed the
+-- task from W's in-flight hash (a reaped or already-recorded task is left
+-- alone).  The worker decides retry or dead from the envelope's attempts and
+-- max_retries, and computes the backoff (with jitter); the due time is taken
+-- from TIME here, never from the worker's clock.
+--
+-- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now (never below 0)
+-- KEYS[2]  {ns}:IDLE_SINCE    hash T -> unix seconds the last task finished
+-- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
+--
+-- ARGV[1]  key prefix "{ns}:"
+-- ARGV[2]  task id
+-- ARGV[3]  T
+-- ARGV[4]  service ms of this run
+-- ARGV[5]  "retry" or "dead"
+-- ARGV[6]  retry: backoff ms;                 dead: ignored
+-- ARGV[7]  retry: the envelope to schedule    dead: the error message
+--          (attempts + 1, no "due_ms")
+-- ARGV[8]  dead: reply key ("" = none)
+-- ARGV[9]  dead: reply TTL seconds
+-- ARGV[10] dead: reply JSON ({"id", "ok": false, "error_type", "error"})
+-- ARGV[11] dead: fan-out id F ("" = none)
+--
+-- Returns 1 if the failure was recorded, 0 if the task was not in flight.
+
+local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local WAKE_CAP = 64
+
+local function fanout_final(f, outcome)
+    local fkey = prefix .. 'fanout:' .. f
+    if redis.call('EXISTS', fkey) == 0 then
+        return
+    end
+    redis.call('HINCRBY', fkey, outcome, 1)
+    local st = redis.call('HMGET', fkey, 'type', 'priority', 'total', 'succeeded', 'failed', 'ttl')
+    local nxt = redis.call('LPOP', fkey .. ':pending')
+    if nxt then
+        local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
+        local env = '{"enqueued_ms":' .. string.format('%d', now) .. ',' .. string.sub(nxt, 2)
+        if redis.call('RPUSH', qkey, env) == 1 then
+            redis.call('PUBLISH', prefix .. 'demand', st[1])
+        end
+        redis.call('HINCRBY', prefix .. 'stats:' .. st[1], 'enqueued', 1)
+        redis.call('RPUSH', prefix .. 'wake:' .. st[1], '1')
+        redis.call('LTRIM', prefix .. 'wake:' .. st[1], -WAKE_CAP, -1)
+    else
+        redis.call('HINCRBY', fkey, 'running', -1)
+    end
+    local total, ok, bad = tonumber(st[3]) or 0, tonumber(st[4]) or 0, tonumber(st[5]) or 0
+    if ok + bad == total then
+        local ttl = tonumber(st[6]) or 86400
+        redis.call('HSET', fkey, 'finished_ms', now)
+        local notice = '{"id":' .. cjson.encode(f) .. ',"total":' .. total
+            .. ',"succeeded":' .. ok .. ',"failed":' .. bad .. '}'
+        redis.call('RPUSH', fkey .. ':done', notice)
+        redis.call('PUBLISH', fkey .. ':done', notice)
+        redis.call('EXPIRE', fkey, ttl)
+        redis.call('EXPIRE', fkey .. ':done', ttl)
+        redis.call('EXPIRE', fkey .. ':pending', ttl)
+    end
+end
+
+local envelope = redis.call('HGET', KEYS[3], id)
+if not envelope then
+    return 0
+end
+redis.call('HDEL', KEYS[3], id)
+
+local skey = prefix .. 'stats:' .. ttype
+local left = redis.call('HINCRBY', KEYS[1], ttype, -1)
+if left < 0 then
+    redis.call('HSET', KEYS[1], ttype, 0)
+    redis.call('HINCRBY', skey, 'active_underflow', -left)
+end
+redis.call('HSET', KEYS[2], ttype, string.format('%d.%03d', math.floor(now / 1000), now % 1000))
+redis.call('HINCRBY', skey, 'failed', 1)
+redis.call('HINCRBY', skey, 'service_ms', tonumber(ARGV[4]) or 0)
+
+if ARGV[5] == 'retry' then
+    local dkey = prefix .. 'delayed:' .. ttype
+    local due = now + (tonumber(ARGV[6]) or 0)
+    local before = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
+    redis.call('ZADD', dkey, due, ARGV[7])
+    redis.call('HINCRBY', skey, 'retried', 1)
+    if before[2] == nil or tonumber(before[2]) > due then
+        redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
+        redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
+    end
+    return 1
+end
+
+redis.call('RPUSH', prefix .. 'dead:' .. ttype,
+    cjson.encode({envelope = envelope, error = ARGV[7], failed_ms = now}))
+redis.call('HINCRBY', skey, 'dead', 1)
+local reply_key = ARGV[8]
+if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
+    redis.call('RPUSH', reply_key, ARGV[10])
+    redis.call('EXPIRE', reply_key, tonumber(ARGV[9]) or 300)
+end
+if ARGV[11] ~= '' then
+    fanout_final(ARGV[11], 'failed')
+end
+return 1

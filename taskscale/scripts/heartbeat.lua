@@ -1,0 +1,27 @@
+-- heartbeat: renew worker W's lease and rewrite its registry record.  The
+-- record expires with the lease, so a dead worker's numbers vanish by
+-- themselves; the reaper uses the lease in {ns}:workers to return its tasks.
+--
+-- KEYS[1]  {ns}:workers    zset W -> lease expiry (unix ms)
+-- KEYS[2]  {ns}:worker:W   registry record hash
+--
+-- ARGV[1]  W
+-- ARGV[2]  lease in ms
+-- ARGV[3..] field, value pairs of the record (docs/schema.md)
+--
+-- Returns now (unix ms, Redis clock).  Sets "heartbeat_ms" to now and
+-- "started_ms" on the first heartbeat of a record.
+
+local worker, lease = ARGV[1], tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+redis.call('ZADD', KEYS[1], now + lease, worker)
+redis.call('HSETNX', KEYS[2], 'started_ms', now)
+local fields = {'heartbeat_ms', now}
+for i = 3, #ARGV do
+    fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('PEXPIRE', KEYS[2], lease)
+return now

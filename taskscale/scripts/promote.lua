@@ -1,0 +1,81 @@
+-- promote: move every delayed task that is due (bounded batch per type) to
+-- the TAIL of its ready list, keeping its priority, and report when the next
+-- one is due.  One atomic step per call, so any number of schedulers may run
+-- it at once with no lock: a task is promoted exactly once.
+--
+-- KEYS[1]  {ns}:types  set of task types (each has {ns}:delayed:T)
+--
+-- ARGV[1]  key prefix "{ns}:"
+-- ARGV[2]  most tasks to promote per type in this call
+--
+-- Returns {promoted, next due unix ms (-1 = none), now unix ms, more}
+-- where more = 1 if some type still has due tasks (call again at once).
+-- Each promoted envelope gets "due_ms" (its score) appended, so queue wait
+-- is measured from when it became due.
+
+local prefix = ARGV[1]
+local limit = tonumber(ARGV[2]) or 1000
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function stamp(env, field, value)
+    local pos = #env
+    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
+        pos = pos - 1
+    end
+    if pos == 0 then
+        return env -- not an object: the claim script dead-letters it
+    end
+    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
+end
+
+local function level_of(env)
+    local ok, doc = pcall(cjson.decode, env)
+    if ok and type(doc) == 'table' then
+        local p = doc.priority
+        if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
+            return p
+        end
+    end
+    return 5
+end
+
+local promoted, more, next_due = 0, 0, -1
+for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+    local dkey = prefix .. 'delayed:' .. ttype
+    local due = redis.call('ZRANGEBYSCORE', dkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+    if #due > 0 then
+        local was_empty = false
+        for i = 1, #due, 2 do
+            local env = due[i]
+            redis.call('ZREM', dkey, env)
+            local qkey = prefix .. 'q:' .. ttype .. ':' .. level_of(env)
+            if redis.call('RPUSH', qkey, stamp(env, 'due_ms', tonumber(due[i + 1]))) == 1 then
+                was_empty = true
+            end
+        end
+        local n = #due / 2
+        promoted = promoted + n
+        local wkey = prefix .. 'wake:' .. ttype
+        local tokens = {}
+        for i = 1, math.min(n, 64) do
+            tokens[i] = '1'
+        end
+        redis.call('RPUSH', wkey, unpack(tokens))
+        redis.call('LTRIM', wkey, -64, -1)
+        if was_empty then
+            redis.call('PUBLISH', prefix .. 'demand', ttype)
+        end
+    end
+    local head = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
+    if head[2] then
+        local at = tonumber(head[2])
+        if at <= now then
+            more = 1
+        end
+        if next_due < 0 or at < next_due then
+            next_due = at
+        end
+    end
+end
+return {promoted, next_due, now, more}

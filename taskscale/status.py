@@ -1,0 +1,155 @@
+"""What ``taskscale status`` shows: per-type queue state and live workers.
+
+:func:`collect` reads everything in one pipelined round trip and returns a
+plain dict (the ``--json`` output, also handy in tests and the demo);
+:func:`render` turns it into the two tables a person reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis
+
+from taskscale.keys import PRIORITY_LEVELS, Keys
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int(value: Any) -> int:
+    return int(value) if value is not None else 0
+
+
+def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+    """``{"types": {T: {...}}, "workers": [...], "now": unix s}`` (see docs/schema.md)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.smembers(keys.types)
+    pipe.hgetall(keys.active)
+    pipe.hgetall(keys.idle_since)
+    pipe.zrange(keys.workers, 0, -1, withscores=True)
+    pipe.time()
+    members, active, idle, workers, now = pipe.execute()
+    names = sorted({_text(t) for t in (*members, *active, *idle)})
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        for level in range(PRIORITY_LEVELS):
+            pipe.llen(keys.queue(name, level))
+        pipe.zcard(keys.delayed(name))
+        pipe.llen(keys.dead(name))
+        pipe.hgetall(keys.stats(name))
+    for worker_id, _ in workers:
+        pipe.hgetall(keys.worker(_text(worker_id)))
+    replies = pipe.execute()
+    per_type = PRIORITY_LEVELS + 3
+    active_by = {_text(k): _int(v) for k, v in active.items()}
+    idle_by = {_text(k): float(v) for k, v in idle.items()}
+    types: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        chunk = replies[i * per_type : (i + 1) * per_type]
+        stats = {_text(k): _int(v) for k, v in chunk[-1].items()}
+        types[name] = {
+            "queued": sum(chunk[:PRIORITY_LEVELS]),
+            "delayed": chunk[PRIORITY_LEVELS],
+            "active": active_by.get(name, 0),
+            "completed": stats.get("completed", 0),
+            "failed": stats.get("failed", 0),
+            "dead": chunk[PRIORITY_LEVELS + 1],
+            "idle_since": idle_by.get(name),
+            "stats": stats,
+        }
+    records = replies[len(names) * per_type :]
+    return {
+        "now": int(now[0]) + int(now[1]) / 1e6,
+        "types": types,
+        "workers": [
+            _worker(_text(wid), lease, record)
+            for (wid, lease), record in zip(workers, records, strict=True)
+        ],
+    }
+
+
+def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
+    fields = {_text(k): _text(v) for k, v in record.items()}
+    try:
+        stats = json.loads(fields.get("stats", "{}"))
+    except ValueError:
+        stats = {}
+    return {
+        "id": worker_id,
+        "pod": fields.get("pod", ""),
+        "host": fields.get("host", ""),
+        "pid": _int(fields.get("pid")),
+        "types": [t for t in fields.get("types", "").split(",") if t],
+        "threads": _int(fields.get("threads")),
+        "busy": _int(fields.get("busy")),
+        "started_ms": _int(fields.get("started_ms")),
+        "heartbeat_ms": _int(fields.get("heartbeat_ms")),
+        "lease_expires_ms": int(lease_ms),
+        "stats": stats,
+        "registered": bool(fields),
+    }
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    return [
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def render(status: dict[str, Any]) -> str:
+    """The human-readable tables."""
+    now = float(status["now"])
+    type_rows = []
+    for name, t in status["types"].items():
+        idle = (
+            "busy"
+            if t["active"]
+            else _ago(None if t["idle_since"] is None else now - t["idle_since"])
+        )
+        type_rows.append(
+            [
+                name,
+                *(
+                    str(t[k])
+                    for k in ("queued", "delayed", "active", "completed", "failed", "dead")
+                ),
+                idle,
+            ]
+        )
+    lines = _table(
+        ["TYPE", "QUEUED", "DELAYED", "ACTIVE", "COMPLETED", "FAILED", "DEAD", "IDLE FOR"],
+        type_rows,
+    )
+    if not type_rows:
+        lines.append("(no task types yet)")
+    lines.append("")
+    worker_rows = [
+        [
+            w["id"],
+            f"{w['pod']}/{w['host']}",
+            ",".join(w["types"]),
+            f"{w['busy']}/{w['threads']}",
+            _ago(now - w["heartbeat_ms"] / 1000) + " ago" if w["heartbeat_ms"] else "?",
+        ]
+        for w in status["workers"]
+    ]
+    lines += _table(["WORKER", "POD/HOST", "TYPES", "BUSY", "HEARTBEAT"], worker_rows)
+    if not worker_rows:
+        lines.append("(no live workers)")
+    return "\n".join(lines)

@@ -1,0 +1,576 @@
+"""The non-hoarding consumer: runs registered task functions on N threads.
+
+Shape of a worker process (docs/architecture.md has the longer story):
+
+* **claimer** thread -- the only one that takes work.  It claims exactly as
+  many tasks as there are free threads, in one ``claim.lua`` call, and hands
+  each to an executor.  Nothing ever waits inside the process: a slot is
+  filled only by a claim made for a thread that is free right now, so the
+  backlog stays in Redis where the controller can see it.  When the queues
+  are empty it sleeps in BLPOP on the ``wake:T`` lists of its types (the
+  enqueue script pushes a token); when every thread is busy it waits for a
+  thread to free up, without touching Redis.
+* **executor** threads (N) -- run the function, encode the result, and pass
+  the outcome on.
+* **reporter** thread -- records outcomes: every finished task waiting at
+  the moment it wakes is flushed in one ``complete.lua`` call (failures go
+  through ``fail.lua``), so ACTIVE_TASKS never lags more than one round trip;
+  it also renews the lease and the registry record every ``heartbeat_s``.
+
+Shutdown (SIGTERM/SIGINT, or :meth:`Worker.request_stop`): stop claiming,
+let running tasks finish within ``grace_s``, flush their outcomes, then
+return whatever is still in flight to the head of its queue and deregister,
+in one script.  A second request, or the end of the grace period, cuts the
+wait short.  Redis connection errors are retried with backoff; the worker
+keeps its running tasks and resumes when Redis is back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from types import FrameType
+from typing import Any
+
+import redis
+
+from taskscale import envelope
+from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
+from taskscale.keys import Keys, check_name
+from taskscale.luascripts import Scripts, scripts_for
+from taskscale.metrics import WorkerMetrics
+from taskscale.tasks import TaskRegistry
+from taskscale.tasks import registry as default_registry
+
+log = logging.getLogger("taskscale.worker")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff of failed tasks: ``base * factor ** attempts``, capped, +-jitter."""
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    cap_s: float = 3600.0
+    jitter: float = 0.1  # fraction of the delay
+
+    def backoff_ms(self, attempts: int) -> int:
+        delay = min(self.cap_s, self.base_s * self.factor ** min(attempts, 64))
+        delay *= 1 + random.uniform(-self.jitter, self.jitter)
+        return max(1, round(delay * 1000))
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything a worker process is told (the CLI fills it from flags)."""
+
+    types: tuple[str, ...]
+    threads: int = 4
+    #: The lease: after this long without a heartbeat the reaper takes our tasks back.
+    lease_s: float = 10.0
+    heartbeat_s: float = 2.0
+    #: How long running tasks may finish after the first SIGTERM.
+    grace_s: float = 30.0
+    #: Longest BLPOP on the wake lists while idle (a safety net: tokens wake us).
+    idle_wait_s: float = 2.0
+    worker_id: str | None = None
+    pod: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Most outcomes recorded by one complete.lua call.
+    max_flush: int = 512
+
+    def __post_init__(self) -> None:
+        if not self.types:
+            raise ValueError("a worker needs at least one task type (--types)")
+        for task_type in self.types:
+            check_name("task type", task_type)
+        if self.threads < 1:
+            raise ValueError("--threads must be at least 1")
+        if not 0 < self.heartbeat_s < self.lease_s:
+            raise ValueError("--heartbeat must be positive and shorter than --lease")
+        if self.grace_s < 0 or self.idle_wait_s <= 0:
+            raise ValueError("--grace must be >= 0 and the idle wait positive")
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    task_type: str
+    raw: bytes
+    now_ms: int  # Redis clock at the claim
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    task_id: str
+    task_type: str
+    kind: str  # "ok", "retry" or "dead"
+    service_ms: int
+    reply_to: str = ""
+    reply_ttl: int = envelope.DEFAULT_REPLY_TTL_S
+    reply: str = ""
+    fanout: str = ""
+    retry_envelope: str = ""
+    backoff_ms: int = 0
+    error: str = ""
+
+
+_STOP = object()
+
+
+def default_worker_id(pod: str) -> str:
+    """``<pod>-<pid>-<random>``, made of the name alphabet."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in pod)[:96] or "worker"
+    return f"{safe}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """One worker process's runtime; :meth:`run` blocks until it has stopped."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        settings: WorkerSettings,
+        *,
+        keys: Keys | None = None,
+        registry: TaskRegistry | None = None,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.redis = client
+        self.settings = settings
+        self.keys = keys or Keys.from_env()
+        self.registry = registry or default_registry
+        self.metrics = metrics
+        self.pod = settings.pod or os.environ.get("POD_NAME") or socket.gethostname()
+        self.id = check_name("worker id", settings.worker_id or default_worker_id(self.pod))
+        self._scripts: Scripts = scripts_for(client)
+        self._inflight_key = self.keys.inflight(self.id)
+        self._inbox: queue.SimpleQueue[_Claimed | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[_Outcome | object] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._held: set[str] = set()  # claimed ids whose outcome is not recorded yet
+        self._slot_freed = threading.Event()
+        self._stopping = threading.Event()
+        self._forced = threading.Event()
+        self._abandon = threading.Event()  # stop retrying Redis: we are exiting
+        self._stats: dict[str, list[int]] = {}  # type -> [completed, failed, total ms]
+        self._rotation = 0
+        self._exit_code = 0
+
+    # --- public -------------------------------------------------------------
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def request_stop(self) -> None:
+        """First call: graceful stop.  Second call: stop now."""
+        if self._stopping.is_set():
+            self._forced.set()
+        self._stopping.set()
+        self._slot_freed.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT request a stop (call from the main thread)."""
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            log.info("worker %s: %s received", self.id, signal.Signals(signum).name)
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def run(self) -> int:
+        """Register, work until asked to stop, shut down gracefully; return 0."""
+        self._heartbeat()
+        threads = [
+            threading.Thread(target=self._executor, name=f"executor-{i}", daemon=True)
+            for i in range(self.settings.threads)
+        ]
+        reporter = threading.Thread(target=self._reporter, name="reporter", daemon=True)
+        claimer = threading.Thread(target=self._claimer, name="claimer", daemon=True)
+        for thread in [*threads, reporter, claimer]:
+            thread.start()
+        log.info(
+            "worker %s serving %s on %d threads",
+            self.id,
+            ",".join(self.settings.types),
+            self.settings.threads,
+        )
+        while not self._stopping.wait(1.0):
+            pass
+        self._drain()
+        claimer.join(self.settings.idle_wait_s + 1.0)
+        self._outbox.put(_STOP)
+        reporter.join(10.0)
+        self._abandon.set()
+        moved = self._final_requeue()
+        for _ in threads:
+            self._inbox.put(None)
+        log.info(
+            "worker %s stopped; %d unfinished task(s) returned to their queues", self.id, moved
+        )
+        return 0
+
+    # --- claimer --------------------------------------------------------------
+    def _claimer(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            self._slot_freed.clear()
+            free = self.settings.threads - self._busy
+            if free <= 0:
+                self._slot_freed.wait(1.0)
+                continue
+            try:
+                got = self._claim(free)
+                if got < free and not self._stopping.is_set():
+                    self._sleep_until_woken()
+                failures = 0
+            except TRANSIENT_ERRORS as exc:
+                failures += 1
+                self._redis_trouble(exc, failures)
+                self._reconcile()
+            except redis.RedisError as exc:
+                self._fatal(exc)
+
+    def _fatal(self, exc: BaseException) -> None:
+        """A Redis error that retrying can't fix (e.g. WRONGTYPE): stop, exit 1."""
+        log.error("worker %s: %s; stopping", self.id, describe_error(exc, client=self.redis))
+        self._exit_code = 1
+        self.request_stop()
+
+    def _claim(self, free: int) -> int:
+        types = self._rotated_types()
+        reply = self._scripts.claim(
+            keys=[self.keys.active, self.keys.workers, self._inflight_key],
+            args=[self.keys.prefix, self.id, free, *types],
+            client=self.redis,
+        )
+        if reply[0] == b"unregistered":
+            if self._stopping.is_set():
+                return 0
+            log.warning("worker %s: lease lost (reaped?); registering again", self.id)
+            self._heartbeat()
+            return free  # try again at once
+        now_ms = int(reply[1])
+        claimed = [
+            _Claimed(reply[i].decode(), reply[i + 1], now_ms) for i in range(2, len(reply), 2)
+        ]
+        if claimed:
+            with self._lock:
+                self._busy += len(claimed)
+                for task in claimed:
+                    self._held.add(_task_id(task.raw))
+            for task in claimed:
+                self._inbox.put(task)
+        return len(claimed)
+
+    def _rotated_types(self) -> list[str]:
+        types = list(self.settings.types)
+        self._rotation = (self._rotation + 1) % len(types)
+        return types[self._rotation :] + types[: self._rotation]
+
+    def _sleep_until_woken(self) -> None:
+        wake = [self.keys.wake(t) for t in self.settings.types]
+        self.redis.blpop(wake, timeout=self.settings.idle_wait_s)
+
+    def _redis_trouble(self, exc: BaseException, failures: int) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_errors.inc()
+        delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.8, 1.2)
+        log.warning("worker %s: Redis unavailable (%s); retrying in %.2fs", self.id, exc, delay)
+        self._stopping.wait(delay)
+
+    def _reconcile(self) -> None:
+        """After a lost claim reply, return tasks the script recorded for us
+        but we never received (in our in-flight hash, unknown to us)."""
+
+        def orphans() -> int:
+            ids = {_text(i) for i in self.redis.hkeys(self._inflight_key)}
+            with self._lock:
+                lost = sorted(ids - self._held)
+            if not lost:
+                return 0
+            return int(self._requeue("some", lost))
+
+        moved = retrying(orphans, give_up_when=self._stopping.is_set)
+        if moved:
+            log.warning("worker %s: returned %d task(s) from a lost claim reply", self.id, moved)
+
+    # --- executors ---------------------------------------------------------------
+    def _executor(self) -> None:
+        while True:
+            task = self._inbox.get()
+            if task is None:
+                return
+            try:
+                self._outbox.put(self._execute(task))
+            except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
+                log.exception("worker %s: could not run a %s task", self.id, task.task_type)
+                error = f"WorkerError: {type(exc).__name__}: {exc}"
+                self._outbox.put(
+                    _Outcome(_task_id(task.raw), task.task_type, "dead", 0, error=error)
+                )
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                self._slot_freed.set()
+
+    def _execute(self, task: _Claimed) -> _Outcome:
+        try:
+            env = envelope.decode(task.raw)
+        except envelope.EnvelopeError as exc:
+            return _Outcome(_task_id(task.raw), task.task_type, "dead", 0, error=str(exc))
+        if self.metrics is not None:
+            since = env.due_ms or env.enqueued_ms or task.now_ms
+            self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
+        fn = self.registry.get(env.type)
+        if fn is None:
+            error = f"no function registered for task type {env.type!r} on worker {self.id}"
+            return self._failed(env, 0, "UnknownTaskType", error, final=True)
+        started = time.perf_counter()
+        try:
+            result = fn(*env.args, **env.kwargs)
+        except Exception as exc:  # a task's error is data for the fail script
+            elapsed = time.perf_counter() - started
+            return self._failed(env, elapsed, type(exc).__name__, str(exc), final=False)
+        elapsed = time.perf_counter() - started
+        try:
+            body = json.dumps(result, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            error = f"result of {env.type} is not JSON-serialisable: {exc}"
+            return self._failed(env, elapsed, "TypeError", error, final=False)
+        if self.metrics is not None:
+            self.metrics.task_finished(env.type, "completed", elapsed)
+        reply = ""
+        if env.reply_to:
+            reply = '{"id":' + json.dumps(env.id) + ',"ok":true,"result":' + body + "}"
+        return _Outcome(
+            env.id,
+            env.type,
+            "ok",
+            round(elapsed * 1000),
+            reply_to=env.reply_to or "",
+            reply_ttl=env.reply_ttl,
+            reply=reply,
+            fanout=env.fanout or "",
+        )
+
+    def _failed(
+        self, env: envelope.Envelope, elapsed: float, error_type: str, error: str, *, final: bool
+    ) -> _Outcome:
+        ms = round(elapsed * 1000)
+        if not final and env.attempts < env.max_retries:
+            if self.metrics is not None:
+                self.metrics.task_finished(env.type, "retried", elapsed)
+            return _Outcome(
+                env.id,
+                env.type,
+                "retry",
+                ms,
+                retry_envelope=envelope.for_retry(env),
+                backoff_ms=self.settings.retry.backoff_ms(env.attempts),
+                error=f"{error_type}: {error}",
+            )
+        if self.metrics is not None:
+            self.metrics.task_finished(env.type, "dead", elapsed)
+        reply = ""
+        if env.reply_to:
+            reply = json.dumps(
+                {"id": env.id, "ok": False, "error_type": error_type, "error": error},
+                separators=(",", ":"),
+            )
+        return _Outcome(
+            env.id,
+            env.type,
+            "dead",
+            ms,
+            reply_to=env.reply_to or "",
+            reply_ttl=env.reply_ttl,
+            reply=reply,
+            fanout=env.fanout or "",
+            error=f"{error_type}: {error}",
+        )
+
+    # --- reporter -----------------------------------------------------------------
+    def _reporter(self) -> None:
+        next_beat = time.monotonic() + self.settings.heartbeat_s
+        while True:
+            pending: list[_Outcome] = []
+            stop = False
+            try:
+                item = self._outbox.get(timeout=max(0.0, next_beat - time.monotonic()))
+                while True:
+                    if item is _STOP:
+                        stop = True
+                        break
+                    assert isinstance(item, _Outcome)
+                    pending.append(item)
+                    if len(pending) >= self.settings.max_flush:
+                        break
+                    item = self._outbox.get_nowait()
+            except queue.Empty:
+                pass
+            if pending:
+                try:
+                    retrying(partial(self._record, pending), give_up_when=self._abandon.is_set)
+                except redis.RedisError as exc:
+                    if not isinstance(exc, TRANSIENT_ERRORS):
+                        self._fatal(exc)
+                    log.error(
+                        "worker %s: %d outcome(s) not recorded: %s", self.id, len(pending), exc
+                    )
+            if stop:
+                return
+            if time.monotonic() >= next_beat and not self._abandon.is_set():
+                next_beat = time.monotonic() + self.settings.heartbeat_s
+                try:
+                    retrying(self._heartbeat, give_up_when=self._stopping.is_set)
+                except redis.RedisError as exc:
+                    if not isinstance(exc, TRANSIENT_ERRORS):
+                        self._fatal(exc)
+
+    def _record(self, outcomes: list[_Outcome]) -> None:
+        keys = [self.keys.active, self.keys.idle_since, self._inflight_key]
+        done = [o for o in outcomes if o.kind == "ok"]
+        if done:
+            args: list[Any] = [self.keys.prefix, len(done)]
+            for o in done:
+                args += [o.task_id, o.task_type, o.service_ms, o.reply_to, o.reply_ttl]
+                args += [o.reply, o.fanout]
+            self._scripts.complete(keys=keys, args=args, client=self.redis)
+        for o in outcomes:
+            fail_args: list[str | int]
+            if o.kind == "retry":
+                fail_args = [o.backoff_ms, o.retry_envelope, "", 0, "", ""]
+            elif o.kind == "dead":
+                fail_args = [0, o.error, o.reply_to, o.reply_ttl, o.reply, o.fanout]
+            else:
+                continue
+            self._scripts.fail(
+                keys=keys,
+                args=[self.keys.prefix, o.task_id, o.task_type, o.service_ms, o.kind, *fail_args],
+                client=self.redis,
+            )
+        with self._lock:
+            for o in outcomes:
+                self._held.discard(o.task_id)
+                counts = self._stats.setdefault(o.task_type, [0, 0, 0])
+                counts[0 if o.kind == "ok" else 1] += 1
+                counts[2] += o.service_ms
+
+    # --- registry and shutdown ----------------------------------------------------
+    def _heartbeat(self) -> None:
+        with self._lock:
+            stats = {
+                t: {
+                    "completed": c[0],
+                    "failed": c[1],
+                    "avg_ms": round(c[2] / max(1, c[0] + c[1]), 3),
+                }
+                for t, c in self._stats.items()
+            }
+            busy = self._busy
+        if self.metrics is not None:
+            self.metrics.busy.set(busy)
+        record = {
+            "id": self.id,
+            "pod": self.pod,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "types": ",".join(self.settings.types),
+            "threads": self.settings.threads,
+            "busy": busy,
+            "stats": json.dumps(stats, separators=(",", ":")),
+        }
+        args: list[Any] = [self.id, round(self.settings.lease_s * 1000)]
+        for name, value in record.items():
+            args += [name, value]
+        self._scripts.heartbeat(
+            keys=[self.keys.workers, self.keys.worker(self.id)], args=args, client=self.redis
+        )
+
+    def _drain(self) -> None:
+        """Wait for running tasks, up to the grace period or a forced stop."""
+        deadline = time.monotonic() + self.settings.grace_s
+        log.info(
+            "worker %s: stopping; waiting up to %.0fs for %d task(s)",
+            self.id,
+            self.settings.grace_s,
+            self._busy,
+        )
+        while self._busy > 0 and not self._forced.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._slot_freed.clear()
+            if self._busy > 0:
+                self._slot_freed.wait(min(remaining, 0.5))
+
+    def _requeue(self, mode: str, ids: list[str]) -> int:
+        return int(
+            self._scripts.requeue(
+                keys=[
+                    self.keys.active,
+                    self.keys.workers,
+                    self._inflight_key,
+                    self.keys.worker(self.id),
+                ],
+                args=[self.keys.prefix, self.id, mode, *ids],
+                client=self.redis,
+            )
+        )
+
+    def _final_requeue(self) -> int:
+        try:
+            return retrying(lambda: self._requeue("final", []), give_up_after_s=10.0)
+        except TRANSIENT_ERRORS as exc:
+            log.error(
+                "worker %s: Redis unreachable at shutdown (%s); the reaper will return "
+                "its tasks when the lease expires",
+                self.id,
+                exc,
+            )
+            return 0
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _task_id(raw: bytes) -> str:
+    """The id of an envelope the claim script accepted (it checked there is one)."""
+    try:
+        doc = json.loads(raw)
+        return str(doc["id"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
+def run_worker(
+    client: redis.Redis,
+    settings: WorkerSettings,
+    *,
+    keys: Keys | None = None,
+    metrics_port: int | None = None,
+    on_ready: Callable[[Worker], None] | None = None,
+) -> int:
+    """Run a worker in this process with signal handling (the CLI's entry)."""
+    metrics = WorkerMetrics(types=settings.types, threads=settings.threads)
+    if metrics_port is not None:
+        metrics.serve(metrics_port)
+    worker = Worker(client, settings, keys=keys, metrics=metrics)
+    worker.install_signal_handlers()
+    if on_ready is not None:
+        on_ready(worker)
+    return worker.run()
