@@ -260,18 +260,21 @@ def _type_rate(
     details: dict[str, float],
 ) -> float:
     """Tasks of one type kept busy by its arrivals: arrival rate x service time."""
-    old = old if old is not None else _NEVER_SEEN
-    backlog_growth = (obs.queued + obs.due) - (old.queued + old.due)
-    arrivals = max(0, _increase(old.claimed_total, obs.claimed_total) + backlog_growth)
+    if old is None:
+        old = _NEVER_SEEN
+    claimed = obs.claimed_total - old.claimed_total
+    if claimed < 0:  # counter reset (see _increase), inlined: this runs per type
+        claimed = obs.claimed_total
+    arrivals = claimed + (obs.queued + obs.due) - (old.queued + old.due)
     finished = _increase(
         old.completed_total + old.failed_total, obs.completed_total + obs.failed_total
     )
-    if arrivals == 0 or finished == 0:
+    if arrivals <= 0 or finished == 0:
         return 0.0
-    service_s = _increase(old.service_ms_total, obs.service_ms_total) / 1000.0 / finished
+    service_s = _increase(old.service_ms_total, obs.service_ms_total) / (1000.0 * finished)
     rate = arrivals / dt
-    details[f"arrival_per_s:{name}"] = round(rate, 3)
-    details[f"service_s:{name}"] = round(service_s, 3)
+    details["arrival_per_s:" + name] = rate
+    details["service_s:" + name] = service_s
     return rate * service_s
 
 
