@@ -371,3 +371,20 @@ def test_many_types_are_summed() -> None:
     policy = make_policy(*names, max_replicas=1000)
     obs = Observation(T0, {n: TypeObservation(n, queued=2, idle_since=T0) for n in names})
     assert step(policy, History(), T0, 0, observation=obs).desired == 500
+
+
+# --- the policy in the simulated world (bench/simulate.py, shortened) -------------
+
+
+def test_policy_in_simulation_never_interrupts_a_task_where_the_baseline_does() -> None:
+    from bench.sim_trace import TraceSettings, make_trace
+    from bench.sim_world import WorldSettings
+    from bench.simulate import VARIANTS, run
+
+    trace = make_trace(0, TraceSettings(duration_s=900.0, spikes_at=(400.0,)))
+    settings = WorldSettings(tail_s=300.0)
+    ours, _ = run(trace, VARIANTS["taskscale"](), settings)
+    keda, _ = run(trace, VARIANTS["KEDA-like"](), settings)
+    assert ours.never_claimed == 0
+    assert ours.interrupted == 0
+    assert keda.interrupted > 0  # the same world does interrupt a busy-blind scale-down
