@@ -153,7 +153,7 @@ def retrying(
         stop = stop | _StopWhen(give_up_when)
     retryer = Retrying(
         retry=retry_if_exception_type(TRANSIENT_ERRORS),
-        wait=wait_exponential_jitter(initial=0.05, max=max_wait_s, jitter=0.2),
+        wait=wait_exponential_jitter(multiplier=0.05, max=max_wait_s, jitter=0.2),
         stop=stop,
         reraise=True,
         before_sleep=_log_retry,

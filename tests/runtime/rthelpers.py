@@ -1,0 +1,79 @@
+"""Helpers of the runtime tests: bounded waits, in-process workers, subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from taskscale.keys import Keys
+from taskscale.tasks import TaskRegistry
+from taskscale.worker import RetryPolicy, Worker, WorkerSettings
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+
+def wait_until(
+    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.02
+) -> Any:
+    """Poll ``predicate`` until truthy (returned) or fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+@contextmanager
+def running_worker(
+    url: str,
+    types: tuple[str, ...],
+    *,
+    threads: int = 2,
+    registry: TaskRegistry | None = None,
+    **settings: Any,
+) -> Iterator[Worker]:
+    """A Worker running in a thread of this process; stopped (gracefully) on exit."""
+    settings.setdefault("retry", RetryPolicy(base_s=0.05, jitter=0.0))
+    settings.setdefault("idle_wait_s", 0.5)
+    worker = Worker(
+        redis.Redis.from_url(url),
+        WorkerSettings(types=types, threads=threads, **settings),
+        keys=Keys("taskscale"),
+        registry=registry,
+    )
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        assert not thread.is_alive(), "worker did not stop"
+
+
+def taskscale_process(url: str, *argv: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """``taskscale ARGV...`` as a subprocess, with tests/runtime importable."""
+    env = dict(os.environ)
+    env["TASKSCALE_REDIS_URL"] = url
+    env["TASKSCALE_NAMESPACE"] = "taskscale"
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    return subprocess.Popen(
+        [sys.executable, "-m", "taskscale.cli", *argv],
+        env=env,
+        cwd=REPO,
+        **popen,
+    )
