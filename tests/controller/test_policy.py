@@ -213,9 +213,9 @@ def test_scales_to_min_only_when_every_type_idle_past_threshold() -> None:
         scale_down_stabilization_s=0,
     )
     history = History()
-    # b is idle past its 60 s, a only 100 s of its 300 s: hold.
+    # b is idle past its 60 s, a only 100 s of its 300 s: not to zero yet.
     early = step(policy, history, T0, 3, a={"idle_since": T0 - 100}, b={"idle_since": T0 - 400})
-    assert early.desired == 3
+    assert early.desired == 1
     assert early.reason_code == ReasonCode.WAITING_IDLE
     late = step(
         policy, history, T0 + 201, 3, a={"idle_since": T0 - 100}, b={"idle_since": T0 - 400}
@@ -223,6 +223,14 @@ def test_scales_to_min_only_when_every_type_idle_past_threshold() -> None:
     assert late.desired == 0
     assert late.reason_code == ReasonCode.IDLE
     assert late.reason == "3 -> 0: all types idle past their thresholds (60-300 s)"
+
+
+def test_waiting_for_idle_keeps_one_replica_warm_not_the_whole_fleet() -> None:
+    policy = make_policy(idle_s=300)
+    waiting = step(policy, History(), T0, 8, a={"idle_since": T0 - 10})
+    assert waiting.desired == 1
+    assert waiting.reason_code == ReasonCode.WAITING_IDLE
+    assert step(policy, History(), T0, 0, a={"idle_since": T0 - 10}).desired == 0
 
 
 def test_idle_scale_down_goes_to_min_replicas_not_zero() -> None:
