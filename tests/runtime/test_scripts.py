@@ -148,7 +148,7 @@ def test_delayed_enqueue_goes_to_the_zset_due_later_and_wakes_the_scheduler(
 ) -> None:
     now_ms = int(r.time()[0]) * 1000
     producer.enqueue("email", delay=60)
-    [(raw, due)] = r.zrange(keys.delayed("email"), 0, -1, withscores=True)
+    [(_raw, due)] = r.zrange(keys.delayed("email"), 0, -1, withscores=True)
     assert now_ms + 59_000 <= due <= now_ms + 62_000
     assert r.llen(keys.queue("email")) == 0
     assert r.llen(keys.scheduler_wake) == 1
@@ -217,7 +217,7 @@ def test_claim_dead_letters_undecodable_envelopes_and_keeps_claiming(
     got = claim(r, keys, 1, "a")
     assert [t["id"] for t in got] == [good]
     dead = [json.loads(d) for d in r.lrange(keys.dead("a"), 0, -1)]
-    assert [d["envelope"] for d in dead][0] == "not json"
+    assert dead[0]["envelope"] == "not json"
     assert "not a JSON object" in dead[0]["error"]
     assert "does not match" in dead[1]["error"]
     assert stat(r, keys, "a", "dead") == 2 and active(r, keys, "a") == 1

@@ -1,0 +1,201 @@
+"""The worker, running in-process against a real redis-server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+import redis
+from redis_server import RedisServer, free_port
+from rthelpers import running_worker, wait_until
+
+from taskscale.keys import Keys
+from taskscale.metrics import WorkerMetrics
+from taskscale.producer import Call, Producer
+from taskscale.tasks import TaskRegistry
+from taskscale.tasks import registry as examples_registry
+from taskscale.worker import Worker, WorkerSettings
+
+pytestmark = pytest.mark.integration
+
+
+def stat(r: redis.Redis, keys: Keys, task_type: str, name: str) -> int:
+    return int(r.hget(keys.stats(task_type), name) or 0)
+
+
+def test_worker_runs_tasks_and_leaves_counters_at_zero(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue_many("noop", [()] * 50)
+    with running_worker(redis_url, ("noop",), threads=4):
+        wait_until(lambda: stat(r, keys, "noop", "completed") == 50)
+        wait_until(lambda: int(r.hget(keys.active, "noop") or 0) == 0)
+    assert r.llen(keys.queue("noop")) == 0
+    assert r.hget(keys.idle_since, "noop") is not None
+
+
+def test_worker_claims_only_for_free_threads(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue_many("sleep", [Call(kwargs={"seconds": 0.6})] * 6)
+    with running_worker(redis_url, ("sleep",), threads=2) as worker:
+        wait_until(lambda: int(r.hget(keys.active, "sleep") or 0) == 2)
+        samples = []
+        for _ in range(10):
+            samples.append(
+                (int(r.hget(keys.active, "sleep") or 0), r.hlen(keys.inflight(worker.id)))
+            )
+            time.sleep(0.05)
+        assert all(a <= 2 and held <= 2 for a, held in samples), samples
+        assert r.llen(keys.queue("sleep")) >= 2  # the backlog stays visible in Redis
+        wait_until(lambda: stat(r, keys, "sleep", "completed") == 6, timeout=30)
+
+
+def test_idle_worker_wakes_on_enqueue_without_polling(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    with running_worker(redis_url, ("noop",), threads=1, idle_wait_s=30):
+        wait_until(lambda: r.zcard(keys.workers) == 1)
+        time.sleep(0.3)  # now asleep in BLPOP
+        before = int(r.info("stats")["total_commands_processed"])
+        time.sleep(0.5)
+        idle_commands = int(r.info("stats")["total_commands_processed"]) - before
+        started = time.monotonic()
+        producer.enqueue("noop")
+        wait_until(lambda: stat(r, keys, "noop", "completed") == 1)
+        woke_in = time.monotonic() - started
+    assert idle_commands <= 3  # the INFO itself, maybe a heartbeat: no polling
+    assert woke_in < 10  # woken by the token, not the 30 s safety timeout
+
+
+def test_priorities_run_most_urgent_first(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    order: list[str] = []
+    reg = TaskRegistry()
+    reg.register("job", lambda name: order.append(name))
+    producer.enqueue("job", "low", priority="low")
+    producer.enqueue("job", "normal")
+    producer.enqueue("job", "high", priority="high")
+    with running_worker(redis_url, ("job",), threads=1, registry=reg):
+        wait_until(lambda: len(order) == 3)
+    assert order == ["high", "normal", "low"]
+
+
+def test_failing_task_is_retried_then_dead_lettered(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    from taskscale.scheduler import Scheduler
+
+    producer.enqueue("fail", message="nope", max_retries=2)
+    scheduler = Scheduler(redis.Redis.from_url(redis_url), keys=keys)
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    try:
+        with running_worker(redis_url, ("fail",), threads=1):
+            wait_until(lambda: r.llen(keys.dead("fail")) == 1)
+    finally:
+        scheduler.stop()
+        thread.join(10)
+    [dead] = [json.loads(d) for d in r.lrange(keys.dead("fail"), 0, -1)]
+    assert dead["error"] == "ExampleFailure: nope"
+    assert json.loads(dead["envelope"])["attempts"] == 2
+    assert stat(r, keys, "fail", "failed") == 3 and stat(r, keys, "fail", "retried") == 2
+    assert int(r.hget(keys.active, "fail") or 0) == 0
+
+
+def test_unknown_type_is_dead_lettered_not_dropped(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("mystery", 1)
+    with running_worker(redis_url, ("mystery",), threads=1, registry=TaskRegistry()):
+        wait_until(lambda: r.llen(keys.dead("mystery")) == 1)
+    [dead] = [json.loads(d) for d in r.lrange(keys.dead("mystery"), 0, -1)]
+    assert dead["error"].startswith("UnknownTaskType: no function registered for task type")
+    assert int(r.hget(keys.active, "mystery") or 0) == 0
+
+
+def test_result_that_is_not_json_fails_the_task_with_a_clear_error(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    reg = TaskRegistry()
+    reg.register("bad", lambda: {1, 2})
+    producer.enqueue("bad", max_retries=0)
+    with running_worker(redis_url, ("bad",), threads=1, registry=reg):
+        wait_until(lambda: r.llen(keys.dead("bad")) == 1)
+    [dead] = [json.loads(d) for d in r.lrange(keys.dead("bad"), 0, -1)]
+    assert dead["error"].startswith("TypeError: result of bad is not JSON-serialisable")
+
+
+def test_rpc_reply_carries_the_result(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("echo", 1, "x", task_id="rpc1", extra={"reply_to": keys.reply("rpc1")}, k=2)
+    with running_worker(redis_url, ("echo",), threads=1):
+        popped = r.blpop([keys.reply("rpc1")], timeout=20)
+    assert popped is not None
+    assert json.loads(popped[1]) == {
+        "id": "rpc1",
+        "ok": True,
+        "result": {"args": [1, "x"], "kwargs": {"k": 2}},
+    }
+
+
+def test_registry_record_shows_busy_threads_and_types(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("sleep", seconds=1.5)
+    with running_worker(redis_url, ("sleep", "noop"), threads=3, heartbeat_s=0.2) as worker:
+        record = wait_until(
+            lambda: (rec := r.hgetall(keys.worker(worker.id))) and rec.get(b"busy") == b"1" and rec
+        )
+        assert record[b"types"] == b"sleep,noop" and record[b"threads"] == b"3"
+        assert record[b"id"] == worker.id.encode() and int(record[b"pid"]) > 0
+        assert 0 < r.pttl(keys.worker(worker.id)) <= 10_000
+    assert r.zscore(keys.workers, worker.id) is None  # deregistered on stop
+
+
+def test_worker_survives_a_redis_restart_and_resumes() -> None:
+    keys = Keys("taskscale")
+    with RedisServer() as server:
+        r = redis.Redis.from_url(server.url)
+        producer = Producer(redis.Redis.from_url(server.url), keys=keys)
+        with running_worker(server.url, ("noop",), threads=2, heartbeat_s=0.2):
+            producer.enqueue("noop")
+            wait_until(lambda: int(r.hget(keys.stats("noop"), "completed") or 0) == 1)
+            server.restart()  # no persistence: the data is gone, the worker must re-register
+            wait_until(lambda: r.zcard(keys.workers) == 1, timeout=30)
+            producer.enqueue_many("noop", [()] * 5)
+            wait_until(lambda: int(r.hget(keys.stats("noop"), "completed") or 0) == 5, timeout=30)
+        r.close()
+
+
+def test_metrics_endpoint_counts_tasks_by_type_and_outcome(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    metrics = WorkerMetrics(types=("noop",), threads=2)
+    port = free_port()
+    metrics.serve(port, addr="127.0.0.1")
+    worker = Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("noop",), threads=2, idle_wait_s=0.5),
+        keys=keys,
+        registry=examples_registry,
+        metrics=metrics,
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        producer.enqueue_many("noop", [()] * 3)
+        wait_until(lambda: stat(r, keys, "noop", "completed") == 3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    finally:
+        worker.request_stop()
+        thread.join(20)
+    assert 'taskscale_worker_tasks_total{outcome="completed",type="noop"} 3.0' in text
+    assert 'taskscale_worker_queue_wait_seconds_count{type="noop"} 3.0' in text
+    assert "taskscale_worker_threads 2.0" in text
