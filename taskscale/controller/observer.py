@@ -23,7 +23,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
@@ -31,6 +30,7 @@ from redis.client import PubSub
 
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys
+from taskscale.luascripts import script_source
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,6 @@ _STAT_FIELDS: tuple[str, ...] = (
     "service_ms",
     "wait_ms",
 )
-
-
-def _load_script_source() -> str:
-    return resources.files("taskscale").joinpath("scripts/observe.lua").read_text("utf-8")
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ class Observer:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._client = client
         self._keys = keys
-        self._script = client.register_script(_load_script_source())
+        self._script = client.register_script(script_source("observe"))
         self._plan_cache: tuple[object, _Plan] | None = None
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
