@@ -27,13 +27,15 @@ import json
 import logging
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
+from redis.commands.core import Script
 
+from taskscale import envelope
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PRIORITY,
@@ -42,6 +44,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
+from taskscale.luascripts import script_source
 from taskscale.rpc import block_in_slices
 
 log = logging.getLogger(__name__)
@@ -273,8 +276,7 @@ def submit_fanout(
         raise TypeError("arg_sets must be a sequence of argument sets, not a string")
     fanout_id = uuid.uuid4().hex
     envelopes = [_envelope(task_type, arg_set, fanout_id, level, settings) for arg_set in arg_sets]
-    script = _load_script(client, "fanout_submit")
-    script(
+    _submit_script(client)(
         keys=[
             keys.fanout(fanout_id),
             keys.fanout_pending(fanout_id),
@@ -301,44 +303,39 @@ def submit_fanout(
 def _envelope(
     task_type: str, arg_set: ArgSet, fanout_id: str, priority: int, settings: FanoutSettings
 ) -> str:
-    """The JSON envelope of one sub-task; ``id`` first, no ``enqueued_ms``
-    (the script that releases it stamps that)."""
+    """The JSON envelope of one sub-task, without ``enqueued_ms`` (whatever
+    releases it to the ready list stamps that)."""
     if isinstance(arg_set, Mapping):
-        args: list[Any] = []
-        kwargs = dict(arg_set)
+        args: Sequence[Any] = ()
+        kwargs: Mapping[str, Any] = arg_set
     elif isinstance(arg_set, str | bytes) or not isinstance(arg_set, Sequence):
         raise TypeError(
-            f"each argument set must be a list/tuple (positional) or a dict (keyword), "
+            "each argument set must be a list/tuple (positional) or a dict (keyword), "
             f"got {type(arg_set).__name__}"
         )
     else:
-        args, kwargs = list(arg_set), {}
-    envelope = json.dumps(
-        {
-            "id": uuid.uuid4().hex,
-            "type": task_type,
-            "args": args,
-            "kwargs": kwargs,
-            "priority": priority,
-            "attempts": 0,
-            "max_retries": settings.max_retries,
-            "fanout": fanout_id,
-        },
-        separators=(",", ":"),
-        allow_nan=False,
+        args, kwargs = arg_set, {}
+    _, doc = envelope.build(
+        task_type,
+        args,
+        kwargs,
+        priority=priority,
+        max_retries=settings.max_retries,
+        extra={"fanout": fanout_id},
+        max_bytes=settings.max_payload_bytes,
     )
-    if len(envelope.encode()) > settings.max_payload_bytes:
-        raise ValueError(
-            f"sub-task envelope of {len(envelope.encode())} bytes exceeds the "
-            f"{settings.max_payload_bytes}-byte limit"
-        )
-    return envelope
+    return doc
 
 
-def _load_script(client: redis.Redis, name: str) -> Any:
-    """Register ``taskscale/scripts/<name>.lua`` on ``client`` (EVALSHA, cached)."""
-    source = resources.files("taskscale").joinpath("scripts", f"{name}.lua").read_text()
-    return client.register_script(source)
+_scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
+
+
+def _submit_script(client: redis.Redis) -> Script:
+    """``fanout_submit.lua`` registered on ``client`` (EVALSHA; reloaded after NOSCRIPT)."""
+    script = _scripts.get(client)
+    if script is None:
+        script = _scripts[client] = client.register_script(script_source("fanout_submit"))
+    return script
 
 
 def _text(value: bytes | str) -> str:

@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 
 import redis
 
+from taskscale.envelope import DEFAULT_REPLY_TTL_S
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
+from taskscale.producer import Producer, ProducerSettings
 
 T = TypeVar("T")
 
@@ -64,7 +66,7 @@ class CallOptions:
 
     priority: int | str = DEFAULT_PRIORITY
     #: Seconds the reply is kept for a caller that comes back late.
-    reply_ttl_s: int = 300
+    reply_ttl_s: int = DEFAULT_REPLY_TTL_S
     #: Retries before the error is the reply; a blocked caller usually wants
     #: the error now rather than after the backoff schedule.
     max_retries: int = 0
@@ -156,8 +158,6 @@ def call_async(
     **kwargs: Any,
 ) -> RpcHandle:
     """Enqueue ``task_type(*args, **kwargs)`` as an RPC and return its handle at once."""
-    from taskscale.producer import Producer, ProducerSettings
-
     options = options or CallOptions()
     keys = keys or Keys.from_env()
     task_id = uuid.uuid4().hex

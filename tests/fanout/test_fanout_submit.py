@@ -10,6 +10,7 @@ import threading
 import pytest
 import redis
 
+from taskscale.envelope import PayloadTooLarge
 from taskscale.fanout import (
     FanoutHandle,
     FanoutResult,
@@ -174,7 +175,7 @@ def test_submit_rejects_a_limit_below_one(r: redis.Redis) -> None:
 
 def test_submit_rejects_an_over_size_sub_task_before_writing_anything(r: redis.Redis) -> None:
     settings = FanoutSettings(max_payload_bytes=200)
-    with pytest.raises(ValueError, match="exceeds"):
+    with pytest.raises(PayloadTooLarge, match="over the limit"):
         submit_fanout(r, "resize", [[1], ["x" * 500]], limit=1, settings=settings, keys=KEYS)
     assert r.dbsize() == 0
 
