@@ -1,0 +1,44 @@
+"""Test-only tasks for the RPC tests (imported by worker processes and in-process workers)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from taskscale.tasks import task
+
+
+class QuotaExceeded(Exception):
+    """A user-defined error type, to check the remote type name travels."""
+
+
+@task("rpc.add")
+def add(a: float, b: float, *, scale: float = 1) -> float:
+    return (a + b) * scale
+
+
+@task("rpc.where")
+def where() -> dict[str, Any]:
+    """Which process answered (proves the caller is somewhere else)."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+@task("rpc.nothing")
+def nothing() -> None:
+    return None
+
+
+@task("rpc.structure")
+def structure(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"echo": doc, "keys": sorted(doc), "unicode": "žluťoučký kůň"}
+
+
+@task("rpc.quota")
+def quota(user: str) -> None:
+    raise QuotaExceeded(f"user {user} is over quota")
+
+
+@task("rpc.unserialisable")
+def unserialisable() -> object:
+    return {1, 2, 3}
