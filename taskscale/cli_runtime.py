@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -28,6 +28,9 @@ from taskscale.connection import (
     describe_error,
 )
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
+
+if TYPE_CHECKING:
+    from taskscale.worker import Worker
 
 log = logging.getLogger("taskscale")
 
@@ -125,8 +128,14 @@ def _client(args: argparse.Namespace) -> tuple[redis.Redis, Keys]:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    import signal
+
     from taskscale.tasks import registry
     from taskscale.worker import WorkerSettings, run_worker
+
+    early: list[int] = []  # a SIGTERM while still starting up is honoured, not fatal
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, _frame: early.append(signum))
 
     for module in args.imports:
         try:
@@ -149,7 +158,12 @@ def _worker(args: argparse.Namespace) -> int:
             ",".join(missing),
         )
     client, keys = _client(args)
-    return run_worker(client, settings, keys=keys, metrics_port=args.metrics_port)
+
+    def replay(worker: Worker) -> None:
+        for _ in early:
+            worker.request_stop()
+
+    return run_worker(client, settings, keys=keys, metrics_port=args.metrics_port, on_ready=replay)
 
 
 def _scheduler(args: argparse.Namespace) -> int:
