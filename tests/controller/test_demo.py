@@ -1,0 +1,124 @@
+"""``taskscale demo`` runs the whole loop on one machine, ends by itself,
+writes its plot, reports what it measured, and leaves nothing running."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from taskscale.controller.demo import DemoSettings, plan_load
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def demo_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "taskscale.cli", "demo", *args]
+
+
+def child_pids(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (from /proc), excluding zombies."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path) -> None:
+    out = tmp_path / "tmp.png"
+
+    done = subprocess.run(
+        demo_command("--duration", "20", "--idle-threshold", "3", "--out", str(out)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert out.stat().st_size > 10_000
+    peak = re.search(r"Replicas peaked at (\d+) and ended at (\d+)", done.stdout)
+    assert peak is not None, done.stdout[-2000:]
+    assert int(peak.group(1)) > 0
+    assert int(peak.group(2)) == 0
+    enqueued = re.search(r"(\d+) tasks were enqueued .* and (\d+) completed", done.stdout)
+    assert enqueued is not None
+    assert int(enqueued.group(1)) > 0 and int(enqueued.group(2)) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_ctrl_c_stops_workers_and_redis_and_leaves_no_process(tmp_path: Path) -> None:
+    demo = subprocess.Popen(
+        demo_command("--duration", "120", "--out", str(tmp_path / "x.png")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        # Wait (bounded) until the table runs and some workers exist.
+        deadline = time.monotonic() + 90
+        descendants: set[int] = set()
+        while time.monotonic() < deadline and len(descendants) < 2:
+            time.sleep(0.5)
+            descendants = child_pids(demo.pid)  # redis-server + workers
+        assert len(descendants) >= 2, "no redis-server and worker children appeared"
+
+        demo.send_signal(signal.SIGINT)
+        output, _ = demo.communicate(timeout=90)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+
+    assert demo.returncode == 130, output[-2000:]
+    assert "Interrupted" in output
+    assert not [pid for pid in descendants if alive(pid)]
+
+
+def test_the_load_plan_ends_early_enough_to_settle_back_to_zero() -> None:
+    settings = DemoSettings(duration_s=75)
+
+    plan = plan_load(settings)
+
+    last_work = max(plan.spike.due_at_s, *(b.end_s for b in plan.bursts))
+    assert last_work <= settings.duration_s - settings.settle_s
+    assert plan.spike.due_at_s - settings.warmup_lead_s > plan.bursts[0].end_s
+
+
+def test_a_duration_too_short_to_settle_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least"):
+        plan_load(DemoSettings(duration_s=10))
