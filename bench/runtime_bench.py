@@ -24,10 +24,11 @@ How each figure is taken (the same way for every system):
   sample says ``finished_all: false``). Start-up time, spawn-to-done time
   and Redis ``INFO commandstats`` per task are recorded too.
 * lateness: W worker processes (the largest W of the drain runs, plus
-  taskscale's scheduler process) run; a child schedules ``rate x seconds`` delayed tasks through the system's
-  native delay mechanism, due evenly from a lead time that lets the whole
-  schedule be written before the first is due; each task records its start
-  minus its due time. p50 / p99 per run, medians over runs.
+  taskscale's scheduler process) run; a child schedules ``rate x seconds``
+  delayed tasks through the system's native delay mechanism, due evenly
+  from a lead time that lets the whole schedule be written before the first
+  is due; each task records its start minus its due time. p50 / p99 per run
+  (tasks that never ran count as infinitely late), medians over runs.
 
 Redis is one ``redis-server`` started here on a free loopback port, flushed
 before every measurement. Every child and worker is bounded in time: a
