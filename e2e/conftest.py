@@ -18,37 +18,32 @@ brings up a cluster and installs charts/taskscale with its example worker:
 Redis is a real redis-server on the host in both local modes.
 """
 
+# ruff: noqa: I001  (import order matters: see below)
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 import yaml
+from kubernetes import client
 
-REPO = Path(__file__).resolve().parent.parent
-for extra in (REPO, REPO / "tests", REPO / "tests" / "chart"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
-
-from chartlib import CHART, helm, service_account_token  # noqa: E402
-from kube_fixture import KubeCluster, wait_for  # noqa: E402
-from kubernetes import client  # noqa: E402
-
-from e2e.cluster.localcluster import LocalCluster, ensure_binaries  # noqa: E402
-from taskscale.controller.local import LocalPool, LocalPoolSettings  # noqa: E402
+# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+from e2e.support import HostRedis, build_images, free_port
+from chartlib import CHART, helm, service_account_token
+from kube_fixture import KubeCluster
+from e2e.cluster.localcluster import LocalCluster, ensure_binaries
+from taskscale.controller.local import LocalPool, LocalPoolSettings
 
 E2E_DIR = Path(__file__).resolve().parent
 RELEASE = "tse2e"
@@ -69,63 +64,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
             if not config.getoption("--with-e2e"):
                 item.add_marker(skip)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-# --- Redis on the host -----------------------------------------------------------
-
-
-@dataclass
-class HostRedis:
-    """redis-server bound to ``host`` (0.0.0.0 when pods must reach it)."""
-
-    host: str = "127.0.0.1"
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ts-e2e-redis-")))
-
-    def start(self) -> HostRedis:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                self.host,
-                "--protected-mode",
-                "no",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        wait_for(lambda: self._ping(), timeout=20, what="redis-server")
-        return self
-
-    def _ping(self) -> bool:
-        try:
-            return bool(redis.Redis(port=self.port).ping())
-        except redis.ConnectionError:
-            return False
-
-    def url(self, address: str = "127.0.0.1") -> str:
-        return f"redis://{address}:{self.port}/0"
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=20)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 # --- the environment --------------------------------------------------------------
@@ -152,17 +90,6 @@ class E2E:
         return int(scale.spec.replicas or 0)
 
 
-def _images() -> dict[str, str]:
-    result = subprocess.run(
-        ["bash", str(E2E_DIR / "images.sh"), "--tag", "e2e"],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-        timeout=1800,
-    )
-    return dict(line.split("=", 1) for line in result.stdout.split())
-
-
 def _load_images(images: dict[str, str], local: LocalCluster | None) -> None:
     docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
     kind = os.environ.get("TASKSCALE_E2E_KIND")
@@ -178,7 +105,7 @@ def _load_images(images: dict[str, str], local: LocalCluster | None) -> None:
 
 @pytest.fixture(scope="session")
 def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
-    images = _images()
+    images = build_images()
     existing = os.environ.get("TASKSCALE_TEST_USE_KUBECONFIG") == "1" and os.environ.get(
         "KUBECONFIG"
     )
