@@ -106,6 +106,7 @@ class WorkerSettings:
 @dataclass(frozen=True)
 class _Claimed:
     task_type: str
+    task_id: str
     raw: bytes
     now_ms: int  # Redis clock at the claim
 
@@ -264,13 +265,13 @@ class Worker:
             return free  # try again at once
         now_ms = int(reply[1])
         claimed = [
-            _Claimed(reply[i].decode(), reply[i + 1], now_ms) for i in range(2, len(reply), 2)
+            _Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
+            for i in range(2, len(reply), 3)
         ]
         if claimed:
             with self._lock:
                 self._busy += len(claimed)
-                for task in claimed:
-                    self._held.add(_task_id(task.raw))
+                self._held.update(task.task_id for task in claimed)
             for task in claimed:
                 self._inbox.put(task)
         return len(claimed)
@@ -318,9 +319,7 @@ class Worker:
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
                 error = f"WorkerError: {type(exc).__name__}: {exc}"
-                self._outbox.put(
-                    _Outcome(_task_id(task.raw), task.task_type, "dead", 0, error=error)
-                )
+                self._outbox.put(_Outcome(task.task_id, task.task_type, "dead", 0, error=error))
             finally:
                 with self._lock:
                     self._busy -= 1
@@ -330,7 +329,7 @@ class Worker:
         try:
             env = envelope.decode(task.raw)
         except envelope.EnvelopeError as exc:
-            return _Outcome(_task_id(task.raw), task.task_type, "dead", 0, error=str(exc))
+            return _Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
         if self.metrics is not None:
             since = env.due_ms or env.enqueued_ms or task.now_ms
             self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
@@ -546,15 +545,6 @@ class Worker:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _task_id(raw: bytes) -> str:
-    """The id of an envelope the claim script accepted (it checked there is one)."""
-    try:
-        doc = json.loads(raw)
-        return str(doc["id"])
-    except (ValueError, KeyError, TypeError):
-        return ""
 
 
 def run_worker(

@@ -13,7 +13,7 @@
 -- ARGV[3]  k, the most tasks to claim (the worker's free threads)
 -- ARGV[4..] the task types W serves, the one to favour first
 --
--- Returns {status, now_ms, T1, envelope1, T2, envelope2, ...}; status is
+-- Returns {status, now_ms, T1, id1, envelope1, T2, id2, envelope2, ...}; status is
 -- "ok", or "unregistered" (nothing claimed) when W holds no live lease: a
 -- reaped worker must heartbeat again before it claims.
 -- An envelope that does not decode, lacks an id, names another type or
@@ -64,6 +64,7 @@ local function take(ttype, env)
     claimed[ttype] = (claimed[ttype] or 0) + 1
     waited[ttype] = (waited[ttype] or 0) + math.max(0, now - since)
     out[#out + 1] = ttype
+    out[#out + 1] = doc.id
     out[#out + 1] = env
     return true
 end
