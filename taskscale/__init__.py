@@ -6,3 +6,17 @@ same Redis schema to size worker Deployments. See docs/architecture.md.
 """
 
 __version__ = "0.1.0"
+
+from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
+from taskscale.tasks import register, task
+
+__all__ = [
+    "Call",
+    "Producer",
+    "ProducerSettings",
+    "__version__",
+    "enqueue",
+    "enqueue_many",
+    "register",
+    "task",
+]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -73,6 +75,9 @@ def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
             socket_timeout=settings.socket_timeout_s,
             socket_keepalive=True,
             health_check_interval=30,
+            # No silent retries inside redis-py: a retried claim whose first
+            # reply was lost would strand tasks.  Callers retry via retrying().
+            retry=Retry(NoBackoff(), 0),
         )
     except ValueError as exc:
         raise ValueError(f"invalid Redis URL {settings.url!r}: {exc}") from None

@@ -57,7 +57,7 @@ def test_worker_claims_only_for_free_threads(
 def test_idle_worker_wakes_on_enqueue_without_polling(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
-    with running_worker(redis_url, ("noop",), threads=1, idle_wait_s=30):
+    with running_worker(redis_url, ("noop",), threads=1, idle_wait_s=30, heartbeat_s=9, lease_s=30):
         wait_until(lambda: r.zcard(keys.workers) == 1)
         time.sleep(0.3)  # now asleep in BLPOP
         before = int(r.info("stats")["total_commands_processed"])
