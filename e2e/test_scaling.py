@@ -30,6 +30,8 @@ from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.status import collect
 
+pytestmark = pytest.mark.timeout(1200)  # the first test also waits for the session setup
+
 KEYS = Keys("taskscale")
 IDLE_THRESHOLD_S = 10  # conftest's examples.taskScaler.idleThresholdSeconds
 
