@@ -135,7 +135,7 @@ def test_target_is_held_while_tasks_run_and_released_after_idle_threshold(
 
     finish_tasks(r, keys, "email", 2)
     held = reconciler.reconcile_now(config.key)
-    assert actuator.replicas == 2  # idle, but not for 1 s yet
+    assert actuator.replicas == 1  # idle, but not for 1 s yet: one replica stays warm
     assert held.decision is not None and held.decision.reason_code == ReasonCode.WAITING_IDLE
 
     def pass_that_scaled() -> PassOutcome | None:

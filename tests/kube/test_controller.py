@@ -1,0 +1,489 @@
+"""The controller against a real API server (with kube-controller-manager) and
+a real Redis: the CRD's validation, scaling 0 -> N -> 0 by the idle rule,
+conditions and Events for a missing Deployment and an unreachable Redis,
+status written only on change, and pod-deletion-cost from the registry.
+
+No kubelet runs pods here, so they stay Pending; that is enough: the
+controller scales Deployments and annotates Pods, it never talks to them.
+The workers' side of Redis is written with the schema's plain commands.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from kube_fixture import KubeCluster, wait_for
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from redis_server import RedisServer, free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
+from ctlhelpers import enqueue, finish_tasks, register_worker, start_tasks
+
+from taskscale.controller.kube import (
+    DELETION_COST,
+    GROUP,
+    PLURAL,
+    VERSION,
+    ControllerSettings,
+    EventReason,
+    KubeController,
+)
+from taskscale.controller.metrics import ControllerMetrics
+from taskscale.controller.reconciler import ReconcilerSettings, RetrySettings
+from taskscale.keys import Keys
+
+pytestmark = [pytest.mark.kube, pytest.mark.integration]
+
+CRD_PATH = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "taskscaler.yaml"
+LABELS = {"app": "worker"}
+
+
+def install_crd(api: client.ApiClient) -> None:
+    """Create or update the TaskScaler CRD and wait until it is served."""
+    body = yaml.safe_load(CRD_PATH.read_text())
+    ext = client.ApiextensionsV1Api(api)
+    name = body["metadata"]["name"]
+    try:
+        ext.create_custom_resource_definition(body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current: Any = ext.read_custom_resource_definition(name)
+        body["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(name, body)
+
+    def established() -> bool:
+        crd = ext.read_custom_resource_definition(name)
+        conditions = crd.status.conditions if crd.status else None
+        return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+    wait_for(established, timeout=60, what="the TaskScaler CRD to be established")
+    custom = client.CustomObjectsApi(api)
+    wait_for(lambda: _served(custom), timeout=60, what="taskscalers to be served")
+
+
+def _served(custom: client.CustomObjectsApi) -> bool:
+    try:
+        custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+    except ApiException:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def api(kube_cluster: KubeCluster) -> Iterator[client.ApiClient]:
+    with kube_cluster.api_client() as api_client:
+        install_crd(api_client)
+        yield api_client
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys("taskscale")
+
+
+@pytest.fixture
+def controller(api: client.ApiClient, kube_namespace: str) -> Iterator[KubeController]:
+    """The controller, in this process, watching only the test's namespace."""
+    settings = ControllerSettings(
+        watch_namespace=kube_namespace,
+        api_retry=RetrySettings(attempts=3, initial_s=0.05, max_s=0.2),
+        reconciler=ReconcilerSettings(
+            redis=RetrySettings(attempts=2, initial_s=0.01, max_s=0.05),
+            redis_timeout_s=0.5,
+            error_backoff_initial_s=0.2,
+            error_backoff_max_s=1.0,
+        ),
+    )
+    ctl = KubeController(api, metrics=ControllerMetrics(), identity="test", settings=settings)
+    ctl.start()
+    yield ctl
+    ctl.stop()
+
+
+def deployment(name: str, replicas: int) -> client.V1Deployment:
+    labels = {**LABELS, "deployment": name}
+    container = client.V1Container(name="worker", image="registry.invalid/taskscale/none:0")
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas,
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[container]),
+            ),
+        ),
+    )
+
+
+def taskscaler(name: str, target: str, redis_url: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "scaleTargetRef": {"name": target},
+        "redis": {"url": redis_url},
+        "taskTypes": [{"name": "email", "idleThresholdSeconds": 3}],
+        "minReplicas": 0,
+        "maxReplicas": 5,
+        "scaleDownStabilizationSeconds": 0,
+        "pollIntervalSeconds": 0.3,
+    }
+    body.update(spec)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TaskScaler",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def create_scaler(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    result: Any = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body
+    )
+    return dict(result)
+
+
+def get_scaler(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    result: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return dict(result)
+
+
+def replicas(api: client.ApiClient, namespace: str, name: str) -> int:
+    scale: Any = client.AppsV1Api(api).read_namespaced_deployment_scale(name, namespace)
+    return int(scale.spec.replicas or 0)
+
+
+def live_pods(core: client.CoreV1Api, namespace: str, selector: str) -> list[str]:
+    pods: list[Any] = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return [str(p.metadata.name) for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def events(api: client.ApiClient, namespace: str, name: str) -> list[client.CoreV1Event]:
+    items = client.CoreV1Api(api).list_namespaced_event(namespace).items
+    return [e for e in items if e.involved_object.name == name]
+
+
+def event_reasons(api: client.ApiClient, namespace: str, name: str) -> list[str]:
+    return [str(e.reason) for e in events(api, namespace, name)]
+
+
+# --- validation by the API server ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        (
+            {"redis": {"url": "redis://r:6379", "urlSecretRef": {"name": "s", "key": "u"}}},
+            "exactly one",
+        ),
+        ({"redis": {"namespace": "x"}}, "exactly one"),
+        ({"redis": {"url": "localhost:6379"}}, "spec.redis.url"),
+        ({"minReplicas": 4, "maxReplicas": 2}, "maxReplicas must be at least minReplicas"),
+        ({"maxReplicas": 0}, "spec.maxReplicas"),
+        ({"minReplicas": -1}, "spec.minReplicas"),
+        ({"tasksPerReplica": 0}, "spec.tasksPerReplica"),
+        ({"taskTypes": []}, "spec.taskTypes"),
+        ({"taskTypes": [{"name": "a"}, {"name": "a"}]}, "Duplicate value"),
+        ({"taskTypes": [{"name": "a:b"}]}, "spec.taskTypes[0].name"),
+        ({"taskTypes": [{"name": "a", "idleThresholdSeconds": -5}]}, "idleThresholdSeconds"),
+        ({"pollIntervalSeconds": 0}, "spec.pollIntervalSeconds"),
+        ({"scaleTargetRef": {}}, "spec.scaleTargetRef.name"),
+    ],
+)
+def test_api_server_rejects_an_invalid_spec(
+    api: client.ApiClient, kube_namespace: str, change: dict[str, Any], complaint: str
+) -> None:
+    body = taskscaler("bad", "worker", "redis://127.0.0.1:6379/0", **change)
+    with pytest.raises(ApiException) as caught:
+        create_scaler(api, kube_namespace, body)
+    assert caught.value.status == 422
+    assert complaint in str(caught.value.body)
+
+
+def test_api_server_accepts_a_minimal_spec_and_fills_in_the_defaults(
+    api: client.ApiClient, kube_namespace: str
+) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TaskScaler",
+        "metadata": {"name": "minimal"},
+        "spec": {
+            "scaleTargetRef": {"name": "worker"},
+            "redis": {"urlSecretRef": {"name": "redis", "key": "url"}},
+            "taskTypes": [{"name": "email"}],
+        },
+    }
+    spec = create_scaler(api, kube_namespace, body)["spec"]
+    assert spec["redis"]["namespace"] == "taskscale"
+    assert spec["taskTypes"] == [{"name": "email", "idleThresholdSeconds": 300}]
+    assert (spec["minReplicas"], spec["maxReplicas"], spec["tasksPerReplica"]) == (0, 10, 1)
+    assert spec["pollIntervalSeconds"] == 5
+
+
+def test_kubectl_get_tsc_columns_tell_target_bounds_replicas_and_reason(
+    api: client.ApiClient, kube_namespace: str
+) -> None:
+    create_scaler(api, kube_namespace, taskscaler("cols", "email-worker", "redis://h:1/0"))
+    patch = {"status": {"currentReplicas": 2, "desiredReplicas": 3, "reasonCode": "Demand"}}
+    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, kube_namespace, PLURAL, "cols", patch
+    )
+    table = _as_table(api, f"/apis/{GROUP}/{VERSION}/namespaces/{kube_namespace}/tsc/cols")
+    names = [c["name"] for c in table["columnDefinitions"]]
+    row = dict(zip(names, table["rows"][0]["cells"], strict=True))
+    assert (row["Target"], row["Min"], row["Max"]) == ("email-worker", 0, 5)
+    assert (row["Current"], row["Desired"], row["Reason"]) == (2, 3, "Demand")
+
+
+def _as_table(api: client.ApiClient, path: str) -> dict[str, Any]:
+    """GET ``path`` the way kubectl does (server-side printing)."""
+    configuration = api.configuration
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    request = urllib.request.Request(
+        configuration.host + path.replace("/tsc/", f"/{PLURAL}/"),
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+    )
+    token = (configuration.api_key or {}).get("authorization") or (configuration.api_key or {}).get(
+        "BearerToken"
+    )
+    if token:
+        request.add_header("Authorization", token)
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        table: dict[str, Any] = json.loads(response.read())
+    return table
+
+
+# --- scaling ------------------------------------------------------------------------------
+
+
+def test_min_zero_scaler_scales_up_on_demand_holds_while_active_and_returns_to_zero_after_idle(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 0))
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url))
+    wait_for(lambda: condition(get_scaler(api, ns, "emails"), "Ready"), what="first status")
+    assert replicas(api, ns, "email-worker") == 0
+
+    enqueue(r, keys, "email", 3)
+    wait_for(lambda: replicas(api, ns, "email-worker") == 3, what="scale 0 -> 3")
+    start_tasks(r, keys, "email", 3)
+    finish_tasks(r, keys, "email", 2)  # one still running
+    wait_for(lambda: replicas(api, ns, "email-worker") == 1, what="scale 3 -> 1 (one active)")
+    time.sleep(2.0)  # well past the 0.3 s poll and the 3 s threshold's first half
+    assert replicas(api, ns, "email-worker") == 1  # an active task holds its replica
+
+    finish_tasks(r, keys, "email", 1)
+    finished = time.monotonic()
+    wait_for(lambda: replicas(api, ns, "email-worker") == 0, timeout=60, what="scale to 0")
+    assert time.monotonic() - finished >= 3.0 - 0.5  # not before the idle threshold
+    status = get_scaler(api, ns, "emails")["status"]
+    assert (status["currentReplicas"], status["desiredReplicas"]) == (0, 0)
+    assert status["reasonCode"] == "Idle" and status["lastScaleTime"]
+    assert status["observations"][0]["type"] == "email"
+    messages = [
+        str(e.message) for e in events(api, ns, "emails") if e.reason == EventReason.SCALED_DOWN
+    ]
+    assert any(m.startswith("1 -> 0") and "idle" in m for m in messages), messages
+    assert EventReason.SCALED_UP in event_reasons(api, ns, "emails")
+
+
+def test_status_is_not_rewritten_while_nothing_changes(
+    api: client.ApiClient, kube_namespace: str, controller: KubeController, redis_url: str
+) -> None:
+    ns = kube_namespace
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 0))
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url))
+    wait_for(lambda: condition(get_scaler(api, ns, "emails"), "Ready"), what="first status")
+    version = get_scaler(api, ns, "emails")["metadata"]["resourceVersion"]
+    label = {"scaler": f"{ns}/emails", "reason": "Steady"}
+    before = controller.metrics.sample("taskscale_decisions_total", label) or 0.0
+    wait_for(
+        lambda: (controller.metrics.sample("taskscale_decisions_total", label) or 0) >= before + 5,
+        what="five more passes",
+    )
+    assert get_scaler(api, ns, "emails")["metadata"]["resourceVersion"] == version
+
+
+# --- problems: conditions, Events, and nothing changed --------------------------------------
+
+
+def test_missing_deployment_sets_condition_and_event_and_recovers_when_created(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    create_scaler(api, ns, taskscaler("emails", "not-there-yet", redis_url))
+
+    def not_found() -> dict[str, Any] | None:
+        ready = condition(get_scaler(api, ns, "emails"), "Ready")
+        return ready if ready and ready["reason"] == "TargetNotFound" else None
+
+    ready = wait_for(not_found, what="Ready=False TargetNotFound")
+    assert ready["status"] == "False" and "not-there-yet" in ready["message"]
+    wait_for(
+        lambda: EventReason.TARGET_NOT_FOUND in event_reasons(api, ns, "emails"),
+        what="a TargetNotFound event",
+    )
+    get_errors = controller.metrics.sample(
+        "taskscale_kube_api_errors_total", {"operation": "get_scale"}
+    )
+    assert (get_errors or 0) >= 1
+
+    enqueue(r, keys, "email", 2)
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("not-there-yet", 0))
+    wait_for(lambda: replicas(api, ns, "not-there-yet") == 2, what="scale once it exists")
+    wait_for(
+        lambda: (condition(get_scaler(api, ns, "emails"), "Ready") or {}).get("status") == "True",
+        what="Ready=True",
+    )
+    wait_for(
+        lambda: EventReason.RECOVERED in event_reasons(api, ns, "emails"), what="Recovered event"
+    )
+
+
+def test_unreachable_redis_holds_replicas_with_condition_and_event_then_recovers(
+    api: client.ApiClient, kube_namespace: str, controller: KubeController
+) -> None:
+    ns = kube_namespace
+    port = free_port()
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 2))
+    url = f"redis://127.0.0.1:{port}/0"
+    create_scaler(api, ns, taskscaler("emails", "email-worker", url, minReplicas=0))
+
+    def unreachable() -> dict[str, Any] | None:
+        obj = get_scaler(api, ns, "emails")
+        c = condition(obj, "RedisReachable")
+        return obj if c and c["status"] == "False" else None
+
+    obj = wait_for(unreachable, what="RedisReachable=False")
+    assert condition(obj, "Ready")["reason"] == "RedisUnreachable"  # type: ignore[index]
+    assert obj["status"]["reasonCode"] == "FailStatic"
+    wait_for(
+        lambda: EventReason.REDIS_UNREACHABLE in event_reasons(api, ns, "emails"),
+        what="a RedisUnreachable event",
+    )
+    errors = {"operation": "observe"}
+    wait_for(
+        lambda: (controller.metrics.sample("taskscale_redis_errors_total", errors) or 0) >= 6,
+        what="several failed passes",
+    )
+    assert replicas(api, ns, "email-worker") == 2  # never read missing data as idle
+
+    with RedisServer(port=port):  # Redis comes back, empty: idle for a type never seen
+
+        def reachable() -> bool:
+            c = condition(get_scaler(api, ns, "emails"), "RedisReachable")
+            return bool(c and c["status"] == "True")
+
+        wait_for(reachable, what="RedisReachable=True")
+        wait_for(lambda: replicas(api, ns, "email-worker") == 0, what="idle -> 0 after recovery")
+
+
+def test_invalid_secret_reference_is_reported_and_nothing_is_scaled(
+    api: client.ApiClient, kube_namespace: str, controller: KubeController
+) -> None:
+    ns = kube_namespace
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 1))
+    body = taskscaler("emails", "email-worker", "unused")
+    body["spec"]["redis"] = {"urlSecretRef": {"name": "missing", "key": "url"}}
+    create_scaler(api, ns, body)
+
+    def secret_problem() -> dict[str, Any] | None:
+        ready = condition(get_scaler(api, ns, "emails"), "Ready")
+        return ready if ready and ready["reason"] == EventReason.SECRET_UNAVAILABLE else None
+
+    ready = wait_for(secret_problem, what="Ready=False RedisSecretUnavailable")
+    assert "does not exist" in ready["message"]
+    assert replicas(api, ns, "email-worker") == 1
+
+
+def test_redis_url_is_read_from_the_named_secret(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    client.CoreV1Api(api).create_namespaced_secret(
+        ns,
+        client.V1Secret(metadata=client.V1ObjectMeta(name="redis"), string_data={"url": redis_url}),
+    )
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 0))
+    body = taskscaler("emails", "email-worker", "unused")
+    body["spec"]["redis"] = {"urlSecretRef": {"name": "redis", "key": "url"}}
+    create_scaler(api, ns, body)
+    enqueue(r, keys, "email", 2)
+    wait_for(lambda: replicas(api, ns, "email-worker") == 2, what="scale from the secret's Redis")
+
+
+# --- pod-deletion-cost ----------------------------------------------------------------------
+
+
+def test_pod_deletion_cost_follows_the_registry_so_the_busy_pod_survives_scale_down(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    core = client.CoreV1Api(api)
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment("email-worker", 3))
+
+    def three_pods() -> list[str] | None:
+        live = sorted(live_pods(core, ns, "deployment=email-worker"))
+        return live if len(live) == 3 else None
+
+    busy_pod, idle_pod, _ = wait_for(three_pods, what="three pods")
+    register_worker(r, keys, worker_id="w-busy", pod=busy_pod, types="email", busy=1)
+    register_worker(r, keys, worker_id="w-idle", pod=idle_pod, types="email", busy=0)
+    enqueue(r, keys, "email", 1)
+    start_tasks(r, keys, "email", 1)  # one task runs, on busy_pod
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url))
+
+    wait_for(lambda: replicas(api, ns, "email-worker") == 1, what="scale 3 -> 1")
+    # Unscheduled pods are deleted at once, so only the survivor can be read.
+    survivor: Any = core.read_namespaced_pod(busy_pod, ns)
+    assert (survivor.metadata.annotations or {}).get(DELETION_COST) == "1"
+
+    def survivors() -> list[str] | None:
+        live = live_pods(core, ns, "deployment=email-worker")
+        return live if len(live) == 1 else None
+
+    assert wait_for(survivors, what="the ReplicaSet to remove two pods") == [busy_pod]
