@@ -96,6 +96,35 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+def install_crd(
+    api: client.ApiClient, manifest: Mapping[str, Any], *, timeout: float = 60.0
+) -> None:
+    """Create or update a CRD (deploy/crd/taskscaler.yaml, parsed) and wait until
+    its resources are served.  For tests, benchmarks and clusters without Helm."""
+    crd: Any = client.V1CustomResourceDefinition.from_dict(dict(manifest))
+    ext = client.ApiextensionsV1Api(api)
+    name = str(manifest["metadata"]["name"])
+    try:
+        ext.create_custom_resource_definition(crd)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current: Any = ext.read_custom_resource_definition(name)
+        crd.metadata.resource_version = current.metadata.resource_version
+        ext.replace_custom_resource_definition(name, crd)
+    deadline = time.monotonic() + timeout
+    while not _crd_established(ext, name):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"CRD {name} not established after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _crd_established(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    crd: Any = ext.read_custom_resource_definition(name)
+    conditions = crd.status.conditions if crd.status else None
+    return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: server overload or failure, or the connection broke."""
     if isinstance(exc, ApiException):

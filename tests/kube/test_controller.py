@@ -30,6 +30,7 @@ from redis_server import RedisServer, free_port
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 from ctlhelpers import enqueue, finish_tasks, register_worker, start_tasks
 
+from taskscale.controller import kube
 from taskscale.controller.kube import (
     DELETION_COST,
     GROUP,
@@ -51,24 +52,7 @@ LABELS = {"app": "worker"}
 
 def install_crd(api: client.ApiClient) -> None:
     """Create or update the TaskScaler CRD and wait until it is served."""
-    body = yaml.safe_load(CRD_PATH.read_text())
-    ext = client.ApiextensionsV1Api(api)
-    name = body["metadata"]["name"]
-    try:
-        ext.create_custom_resource_definition(body)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current: Any = ext.read_custom_resource_definition(name)
-        body["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(name, body)
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition(name)
-        conditions = crd.status.conditions if crd.status else None
-        return any(c.type == "Established" and c.status == "True" for c in conditions or [])
-
-    wait_for(established, timeout=60, what="the TaskScaler CRD to be established")
+    kube.install_crd(api, yaml.safe_load(CRD_PATH.read_text()))
     custom = client.CustomObjectsApi(api)
     wait_for(lambda: _served(custom), timeout=60, what="taskscalers to be served")
 
