@@ -224,7 +224,7 @@ class FanoutHandle:
             raw = self.redis.blmove(done_key, done_key, block, "RIGHT", "LEFT")  # type: ignore[arg-type]
             return None if raw is None else FanoutResult.from_json(raw)
 
-        result = block_in_slices(timeout, attempt)
+        result = block_in_slices(timeout, attempt, client=self.redis)
         if result is None:
             raise FanoutTimeout(self.id, timeout or 0.0)
         return result

@@ -34,9 +34,10 @@ from taskscale.producer import Producer, ProducerSettings
 
 T = TypeVar("T")
 
-#: Longest single blocking call; a long wait is made of several, so a socket
-#: timeout set on the client above this never interrupts a wait.
-MAX_BLOCK_S = 5.0
+#: Longest single blocking call; a long wait is made of several. It must stay
+#: well below the client's socket timeout (redis-py's default is 5 s): a read
+#: that times out after the server popped the reply would lose the reply.
+MAX_BLOCK_S = 1.0
 #: Shortest blocking call: Redis rounds timeouts to milliseconds.
 _MIN_BLOCK_S = 0.01
 
@@ -146,7 +147,7 @@ class RpcHandle:
             popped = self.redis.blpop([self.reply_key], block)
             return None if popped is None else _as_bytes(popped[1])
 
-        return block_in_slices(timeout, attempt)
+        return block_in_slices(timeout, attempt, client=self.redis)
 
 
 def call_async(
@@ -197,22 +198,37 @@ def call(
     return handle.get(timeout)
 
 
-def block_in_slices(timeout: float | None, attempt: Callable[[float], T | None]) -> T | None:
+def block_in_slices(
+    timeout: float | None,
+    attempt: Callable[[float], T | None],
+    *,
+    client: redis.Redis | None = None,
+) -> T | None:
     """Call ``attempt(seconds)`` (a blocking Redis read) until it returns a
     value or ``timeout`` s have passed (``None``: forever), in slices of at
-    most :data:`MAX_BLOCK_S`."""
+    most :data:`MAX_BLOCK_S` and at most half ``client``'s socket timeout."""
+    longest = _longest_block(client)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if deadline is None:
-            block = MAX_BLOCK_S
+            block = longest
         else:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            block = max(_MIN_BLOCK_S, min(MAX_BLOCK_S, remaining))
+            block = max(_MIN_BLOCK_S, min(longest, remaining))
         value = attempt(block)
         if value is not None:
             return value
+
+
+def _longest_block(client: redis.Redis | None) -> float:
+    if client is None:
+        return MAX_BLOCK_S
+    socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+    if isinstance(socket_timeout, int | float) and socket_timeout > 0:
+        return max(_MIN_BLOCK_S, min(MAX_BLOCK_S, socket_timeout / 2))
+    return MAX_BLOCK_S
 
 
 def _as_bytes(value: object) -> bytes | None:

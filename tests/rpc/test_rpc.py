@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -173,3 +174,20 @@ def test_a_caller_process_gets_answers_and_hands_over_an_async_result_by_id(
         handle = RpcHandle.attach(r, lines["async"].strip(), keys=KEYS)
         assert handle.get(timeout=60) == 2
     assert lines["sync"].strip() == "42"
+
+
+def test_a_wait_longer_than_the_clients_socket_timeout_still_gets_the_reply(
+    redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url, socket_timeout=0.5)
+    try:
+        handle = call_async(client, "rpc.add", 1, 2, keys=KEYS)
+        waiter = threading.Thread(target=lambda: results.append(handle.get(timeout=60)))
+        results: list[object] = []
+        waiter.start()
+        time.sleep(1.5)  # three socket timeouts pass before any worker exists
+        with worker_thread(redis_url):
+            waiter.join(60)
+    finally:
+        client.close()
+    assert results == [3]
