@@ -186,11 +186,13 @@ def test_sub_requests_of_a_killed_worker_run_again_and_release_their_slots(
         wait_until(lambda: r.hlen(KEYS.inflight(doomed_id)) == 2)
         wait_until(lambda: r.hlen(STARTS.format(tag=tag)) == 2)
         kill(doomed)
+        # The killed runs never decremented the test's own counter: start it afresh.
+        r.delete(RUNNING.format(tag=tag), MAX_SEEN.format(tag=tag))
         hung = sorted(int(k) for k in r.hkeys(STARTS.format(tag=tag)))
         assert handle.status().running == 2
         assert int(r.hget(KEYS.active, "fo.track") or 0) == 2
 
-        rescuer = start_worker(redis_url, types="fo.track", imports=TASKS, threads=2)
+        rescuer = start_worker(redis_url, types="fo.track", imports=TASKS, threads=4)
         with processes(rescuer, start_scheduler(redis_url, lease=2.0)):
             result = handle.wait(timeout=120)
         stop(doomed)
@@ -199,6 +201,33 @@ def test_sub_requests_of_a_killed_worker_run_again_and_release_their_slots(
     starts = {int(k): int(v) for k, v in r.hgetall(STARTS.format(tag=tag)).items()}
     assert starts == {i: 2 if i in hung else 1 for i in range(10)}
     assert int(r.hget(KEYS.stats("fo.track"), "requeued") or 0) == 2
+    assert int(r.zscore(MAX_SEEN.format(tag=tag), "max") or 0) <= 2
     assert not r.zscore(KEYS.workers, doomed_id)
     assert not r.exists(KEYS.inflight(doomed_id))
+    _assert_settled(r, handle.id, "fo.track")
+
+
+def test_sub_requests_of_a_worker_stopped_past_its_grace_go_back_and_keep_their_slots(
+    redis_url: str, r: redis.Redis
+) -> None:
+    tag = "term"
+    stuck = start_worker(
+        redis_url, types="fo.track", imports=TASKS, threads=2, grace=0.5, env={HANG_ENV: "1"}
+    )
+    with processes(stuck):
+        handle = submit_fanout(
+            r, "fo.track", [{"i": i, "tag": tag} for i in range(6)], limit=2, keys=KEYS
+        )
+        wait_until(lambda: r.hlen(STARTS.format(tag=tag)) == 2)
+        stop(stuck)  # SIGTERM: the grace period ends with both sub-tasks still running
+        assert stuck.returncode == 0
+        # The abandoned runs never decremented the test's own counter: start it afresh.
+        r.delete(RUNNING.format(tag=tag), MAX_SEEN.format(tag=tag))
+        assert r.llen(KEYS.queue("fo.track")) == 2
+        assert handle.status().running == 2
+        with processes(start_worker(redis_url, types="fo.track", imports=TASKS, threads=4)):
+            result = handle.wait(timeout=120)
+
+    assert result == FanoutResult(handle.id, total=6, succeeded=6, failed=0)
+    assert int(r.zscore(MAX_SEEN.format(tag=tag), "max") or 0) <= 2
     _assert_settled(r, handle.id, "fo.track")
