@@ -45,13 +45,14 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.luascripts import script_source
+from taskscale.producer import Call
 from taskscale.rpc import block_in_slices
 
 log = logging.getLogger(__name__)
 
-#: One sub-request: a list/tuple of positional arguments, or a mapping of
-#: keyword arguments.
-ArgSet = Sequence[Any] | Mapping[str, Any]
+#: One sub-request: a list/tuple of positional arguments, a mapping of
+#: keyword arguments, or a :class:`taskscale.producer.Call` for both.
+ArgSet = Sequence[Any] | Mapping[str, Any] | Call
 
 
 class FanoutTimeout(TimeoutError):
@@ -262,9 +263,9 @@ def submit_fanout(
 ) -> FanoutHandle:
     """Submit one sub-task of ``task_type`` per argument set, at most ``limit`` running at once.
 
-    Each element of ``arg_sets`` is a list/tuple of positional arguments or a
-    mapping of keyword arguments. Returns at once; the handle waits for the
-    result or subscribes to it.
+    Each element of ``arg_sets`` is a list/tuple of positional arguments, a
+    mapping of keyword arguments, or a ``Call(args, kwargs)``. Returns at
+    once; the handle waits for the result or subscribes to it.
     """
     settings = settings or FanoutSettings()
     keys = keys or Keys.from_env()
@@ -305,12 +306,15 @@ def _envelope(
 ) -> str:
     """The JSON envelope of one sub-task, without ``enqueued_ms`` (whatever
     releases it to the ready list stamps that)."""
-    if isinstance(arg_set, Mapping):
-        args: Sequence[Any] = ()
-        kwargs: Mapping[str, Any] = arg_set
+    args: Sequence[Any]
+    kwargs: Mapping[str, Any] | None
+    if isinstance(arg_set, Call):
+        args, kwargs = arg_set.args, arg_set.kwargs
+    elif isinstance(arg_set, Mapping):
+        args, kwargs = (), arg_set
     elif isinstance(arg_set, str | bytes) or not isinstance(arg_set, Sequence):
         raise TypeError(
-            "each argument set must be a list/tuple (positional) or a dict (keyword), "
+            "each argument set must be a list/tuple (positional), a dict (keyword) or a Call, "
             f"got {type(arg_set).__name__}"
         )
     else:

@@ -20,6 +20,7 @@ from taskscale.fanout import (
     submit_fanout,
 )
 from taskscale.keys import Keys
+from taskscale.producer import Call
 
 pytestmark = pytest.mark.integration
 
@@ -85,6 +86,15 @@ def test_limit_above_total_releases_everything_and_creates_no_pending_list(
     assert [e["args"] for e in ready] == [[], [], []]
     assert not r.exists(KEYS.fanout_pending(handle.id))
     assert handle.status().running == 3
+
+
+def test_a_call_argument_set_carries_both_positional_and_keyword_arguments(
+    r: redis.Redis,
+) -> None:
+    submit_fanout(r, "resize", [Call(args=[1, 2], kwargs={"width": 64})], limit=1, keys=KEYS)
+
+    [ready] = _envelopes(r, KEYS.queue("resize", 5))
+    assert (ready["args"], ready["kwargs"]) == ([1, 2], {"width": 64})
 
 
 def test_a_thousand_sub_tasks_are_submitted_in_one_call(r: redis.Redis) -> None:
