@@ -341,7 +341,7 @@ class KubeReporter:
     def _write_status(
         self, namespace: str, name: str, known: _Known, status: dict[str, Any]
     ) -> None:
-        if _comparable(status) == _comparable(known.status):
+        if not status_differs(status, known.status):
             return
         try:
             api_call(
@@ -549,6 +549,11 @@ def _ready_reason(status: Mapping[str, Any]) -> str | None:
     return None
 
 
+def status_differs(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether ``new`` is worth a write over ``old`` (status updates only on change)."""
+    return _comparable(new) != _comparable(old)
+
+
 def _comparable(status: Mapping[str, Any]) -> dict[str, Any]:
     """The status without the field that changes on every poll of an idle type
     (``idleSeconds``): a change of it alone does not justify a write."""
@@ -742,6 +747,8 @@ class KubeController:
 
     def handle(self, obj: Mapping[str, Any]) -> None:
         """A TaskScaler was listed, added or changed: (re)register it."""
+        if self._stop.is_set():  # a watch still draining after stop(): ignore
+            return
         key = _key(obj)
         try:
             scaler = config_from_object(obj)

@@ -197,7 +197,10 @@ class Reconciler:
 
     # --- registration ----------------------------------------------------------
     def upsert(self, config: ScalerConfig, *, actuator: Actuator, redis_url: str) -> None:
-        """Add a scaler or update its config; a changed config is reconciled at once."""
+        """Add a scaler or update its config; a changed config is reconciled at once.
+        Ignored once the reconciler is stopped (a late watch event)."""
+        if self._stopping.is_set():
+            return
         group_key = (redis_url, config.redis.key_namespace)
         stale: _Group | None = None
         with self._lock:

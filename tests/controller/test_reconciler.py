@@ -330,3 +330,11 @@ def test_changed_spec_is_reconciled_at_once(
     reconciler.reconcile_due()
 
     assert actuator.replicas == 2
+
+
+def test_a_stopped_reconciler_ignores_late_registrations(
+    reconciler: Reconciler, redis_url: str
+) -> None:
+    reconciler.stop()
+    reconciler.upsert(scaler(), actuator=MemoryActuator(), redis_url=redis_url)
+    assert reconciler.keys() == []
