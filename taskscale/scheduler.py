@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import redis
@@ -53,6 +54,8 @@ class PromoteResult:
     next_due_ms: int | None  # None: nothing delayed
     now_ms: int
     more: bool
+    #: How late the most overdue task promoted by this call was, ms (Redis clock).
+    lateness_ms: int
 
 
 class _Alarm:
@@ -118,11 +121,19 @@ class Scheduler:
             ),
             single_connection_client=True,
         )
+        self._alarm: _Alarm | None = None
+        self._blocking_id: int | None = None
         self.promoted = 0
         self.reaped_tasks = 0
+        #: Lateness of the most overdue task of each promoting call, ms (recent ones).
+        self.lateness_ms: deque[int] = deque(maxlen=100_000)
 
     def stop(self) -> None:
+        """Ask :meth:`run` to return; cuts its current sleep short."""
         self._stop.set()
+        alarm, target = self._alarm, self._blocking_id
+        if alarm is not None and target is not None:
+            alarm.arm(0.0, target)
 
     def promote(self) -> PromoteResult:
         """One promote.lua call over every type."""
@@ -131,8 +142,8 @@ class Scheduler:
             args=[self.keys.prefix, self.settings.promote_batch],
             client=self.redis,
         )
-        promoted, next_due, now, more = (int(x) for x in reply)
-        return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more))
+        promoted, next_due, now, more, late = (int(x) for x in reply)
+        return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more), late)
 
     def reap(self) -> tuple[int, int]:
         """Reap expired workers until none is left; return (workers, tasks)."""
@@ -149,7 +160,7 @@ class Scheduler:
                 return workers, tasks
 
     def run(self) -> int:
-        alarm = _Alarm(self.redis)
+        alarm = self._alarm = _Alarm(self.redis)
         next_reap = 0.0
         try:
             while not self._stop.is_set():
@@ -158,6 +169,8 @@ class Scheduler:
                     next_reap = time.monotonic() + self.settings.lease_s / 2
                 result = retrying(self.promote, give_up_when=self._stop.is_set)
                 self.promoted += result.promoted
+                if result.promoted:
+                    self.lateness_ms.append(result.lateness_ms)
                 if result.more:
                     continue
                 wait = min(self.settings.max_sleep_s, max(0.0, next_reap - time.monotonic()))
@@ -186,7 +199,10 @@ class Scheduler:
             return
         try:
             # asked every time: a silent reconnect would change it
-            alarm.arm(time.monotonic() + seconds, int(self._blocker.client_id()))
+            self._blocking_id = int(self._blocker.client_id())
+            if self._stop.is_set():  # stop() came before the id was known
+                return
+            alarm.arm(time.monotonic() + seconds, self._blocking_id)
             try:
                 # Redis rounds this up to its next tick; the alarm ends it on time.
                 self._blocker.blpop([self.keys.scheduler_wake], timeout=seconds + 0.5)

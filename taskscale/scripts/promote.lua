@@ -8,8 +8,10 @@
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  most tasks to promote per type in this call
 --
--- Returns {promoted, next due unix ms (-1 = none), now unix ms, more}
--- where more = 1 if some type still has due tasks (call again at once).
+-- Returns {promoted, next due unix ms (-1 = none), now unix ms, more, late}
+-- where more = 1 if some type still has due tasks (call again at once) and
+-- late = now - the earliest due time promoted in this call, in ms (how late
+-- the most overdue task was; 0 if none was promoted).
 -- Each promoted envelope gets "due_ms" (its score) appended, so queue wait
 -- is measured from when it became due.
 
@@ -40,12 +42,13 @@ local function level_of(env)
     return 5
 end
 
-local promoted, more, next_due = 0, 0, -1
+local promoted, more, next_due, late = 0, 0, -1, 0
 for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     local dkey = prefix .. 'delayed:' .. ttype
     local due = redis.call('ZRANGEBYSCORE', dkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
     if #due > 0 then
         local was_empty = false
+        late = math.max(late, now - tonumber(due[2]))
         for i = 1, #due, 2 do
             local env = due[i]
             redis.call('ZREM', dkey, env)
@@ -78,4 +81,4 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         end
     end
 end
-return {promoted, next_due, now, more}
+return {promoted, next_due, now, more, late}
