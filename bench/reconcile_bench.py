@@ -10,6 +10,11 @@ design it replaced: a plain pipeline (which needs a second round trip for
 the worker records, and takes the controller's clock for the delayed
 counts).  Both variants are interleaved so background load hits them alike.
 
+Besides wall time it records CPU time per pass -- this process's
+(observe + decide) and Redis's main thread's (INFO cpu before and after) --
+because on a shared, loaded machine wall time mostly measures waiting for a
+core; the CPU sum is what a pass costs on an idle one (plus loopback latency).
+
 Run: ``.venv/bin/python -m bench.reconcile_bench [--types 1000] [--iterations 200]
 [--runs 5] [--json out.json]``.  Prints medians and p99s per run and the
 median over runs.
@@ -184,8 +189,13 @@ def one_pass(
     requests: Mapping[str, ObserveRequest],
     policies: Mapping[str, ScalingPolicy],
     histories: Mapping[str, History],
-) -> tuple[float, float]:
-    """One reconcile of every scaler: (observe seconds, decide seconds)."""
+    probe: redis.Redis,
+) -> dict[str, float]:
+    """One reconcile of every scaler, in seconds: wall time of observe, decide
+    and both; CPU time of this process (observe + decide) and of Redis's main
+    thread (read with INFO before and after, outside the timed region)."""
+    redis_cpu_0 = _redis_cpu_s(probe)
+    cpu_0 = time.process_time()
     t0 = time.perf_counter()
     observations = observe(requests)
     t1 = time.perf_counter()
@@ -193,7 +203,22 @@ def one_pass(
     for name, policy in policies.items():
         decision = decide(observations[name], policy, histories[name], now=now, current=2)
         histories[name].record(now, observations[name], decision)
-    return t1 - t0, time.perf_counter() - t1
+    t2 = time.perf_counter()
+    cpu = time.process_time() - cpu_0
+    redis_cpu = _redis_cpu_s(probe) - redis_cpu_0
+    return {
+        "observe": t1 - t0,
+        "decide": t2 - t1,
+        "total": t2 - t0,
+        "client_cpu": cpu,
+        "redis_cpu": redis_cpu,
+        "cpu": cpu + redis_cpu,
+    }
+
+
+def _redis_cpu_s(probe: redis.Redis) -> float:
+    info = probe.info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -210,18 +235,15 @@ def run_layout(
         "lua": Observer(client, keys).observe,
         "pipeline": PipelineObserver(client, keys).observe,
     }
-    samples: dict[str, dict[str, list[float]]] = {
-        v: {"observe": [], "decide": [], "total": []} for v in variants
-    }
+    samples: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
     histories = {v: {n: History.for_policy(p) for n, p in policies.items()} for v in variants}
+    probe = redis.Redis(connection_pool=client.connection_pool)
     for v, observe in variants.items():  # warm-up: script load, connections
-        one_pass(observe, requests, policies, histories[v])
+        one_pass(observe, requests, policies, histories[v], probe)
     for _ in range(iterations):
         for v, observe in variants.items():
-            obs_s, dec_s = one_pass(observe, requests, policies, histories[v])
-            samples[v]["observe"].append(obs_s)
-            samples[v]["decide"].append(dec_s)
-            samples[v]["total"].append(obs_s + dec_s)
+            for part, seconds in one_pass(observe, requests, policies, histories[v], probe).items():
+                samples[v].setdefault(part, []).append(seconds)
     return {
         v: {
             f"{part}_{stat}_ms": fn(values) * 1000
@@ -265,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} (median over {args.runs} runs of {args.iterations} passes):")
         for v, stats in s.items():
             print(f"  {v:9s} " + "  ".join(f"{k} {x:7.2f}" for k, x in stats.items()))
-        ratio = s["pipeline"]["total_median_ms"] / s["lua"]["total_median_ms"]
-        print(f"  pipeline / lua total median: {ratio:.2f}x")
+        for part in ("total", "cpu"):
+            ratio = s["pipeline"][f"{part}_median_ms"] / s["lua"][f"{part}_median_ms"]
+            print(f"  pipeline / lua {part} median: {ratio:.2f}x")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             record = {"args": vars(args), "runs": results, "summary": summary}
@@ -284,7 +307,8 @@ def _loadavg() -> str:
 def _line(r: dict[str, dict[str, float]]) -> str:
     return "  ".join(
         f"{v}: total {s['total_median_ms']:.2f} ms (p99 {s['total_p99_ms']:.2f}; "
-        f"observe {s['observe_median_ms']:.2f}, decide {s['decide_median_ms']:.2f})"
+        f"observe {s['observe_median_ms']:.2f}, decide {s['decide_median_ms']:.2f}; "
+        f"cpu {s['client_cpu_median_ms']:.2f} + redis {s['redis_cpu_median_ms']:.2f})"
         for v, s in r.items()
     )
 
