@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import logging
 import math
+import os
 import random
 import signal
 import sys
@@ -224,6 +225,12 @@ class LoadGenerator:
             self._thread.join(10)
 
     def _run(self) -> None:
+        try:
+            self._generate()
+        except redis.RedisError as exc:
+            log.warning("load generator stopped: %s", exc)
+
+    def _generate(self) -> None:
         spike_sent = False
         tick = 0
         while not self._stop.is_set():
@@ -384,6 +391,9 @@ def run_demo(args: argparse.Namespace) -> int:
     with _sigterm_as_interrupt():
         try:
             result = run(settings, plan)
+        except KeyboardInterrupt:  # while starting or stopping: everything is stopped
+            print("taskscale demo: interrupted", file=sys.stderr)
+            return 130
         except (RuntimeError, redis.RedisError) as exc:
             print(f"taskscale demo: {exc}", file=sys.stderr)
             return 1
@@ -419,16 +429,17 @@ def run(settings: DemoSettings, plan: LoadPlan) -> RunResult:
         reconciler.close()
         pool.stop_all(15.0)
         completed = _completed(client, keys) - completed_before
-        first = generator.arrivals.first_at
-        reaction = (
-            reporter.first_scale_up_at - t0 - first
-            if reporter.first_scale_up_at is not None and first is not None
-            else None
-        )
         return RunResult(
             samples, generator.arrivals, completed, final, reporter.scale_events,
-            reaction, interrupted, log_dir,
+            _reaction_s(generator.arrivals, reporter, t0), interrupted, log_dir,
         )  # fmt: skip
+
+
+def _reaction_s(arrivals: Arrivals, reporter: ConsoleReporter, t0: float) -> float | None:
+    """Seconds from the first ready task to the first scale-up from zero."""
+    if reporter.first_scale_up_at is None or arrivals.first_at is None:
+        return None
+    return reporter.first_scale_up_at - t0 - arrivals.first_at
 
 
 def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPoolSettings:
@@ -440,7 +451,7 @@ def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPool
         imports=(EXAMPLES_MODULE,),
         extra_args=("--grace", "10", "--heartbeat", "1"),
         log_dir=log_dir,
-        name_prefix="demo",
+        name_prefix=f"demo-{os.getpid()}",
     )
 
 

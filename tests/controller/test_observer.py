@@ -21,6 +21,7 @@ from taskscale.controller.observer import (
     busy_by_pod,
 )
 from taskscale.keys import Keys
+from taskscale.producer import Call, Producer
 
 pytestmark = pytest.mark.integration
 
@@ -178,6 +179,20 @@ def test_shared_types_are_read_once_and_each_scaler_gets_its_own_lead(
     assert obs["short"].at == obs["long"].at
 
 
+def test_tasks_from_the_producer_are_seen_as_queued_and_upcoming(
+    r: redis.Redis, keys: Keys
+) -> None:
+    producer = Producer(r, keys=keys)
+    producer.enqueue_many("email", [Call(kwargs={"n": n}) for n in range(3)])
+    producer.enqueue("email", priority="high")
+    producer.enqueue("email", delay=10)
+    producer.enqueue("email", delay=120)
+
+    t = Observer(r, keys).observe({"s": ObserveRequest(("email",), 30)})["s"].types["email"]
+
+    assert (t.queued, t.due, t.upcoming, t.enqueued_total) == (4, 0, 1, 6)
+
+
 def test_observe_is_one_round_trip_for_all_scalers(redis_url: str, keys: Keys) -> None:
     pool = redis.ConnectionPool.from_url(redis_url, connection_class=CountingConnection)
     client = redis.Redis(connection_pool=pool)
@@ -250,6 +265,17 @@ def test_listener_calls_back_with_the_published_type(r: redis.Redis, keys: Keys)
     try:
         r.publish(keys.demand_channel, "email")
         assert got.get(timeout=10) == "email"
+    finally:
+        listener.stop()
+
+
+def test_listener_hears_the_producer_when_a_queue_goes_from_empty_to_non_empty(
+    r: redis.Redis, keys: Keys
+) -> None:
+    listener, got = start_listener(r, keys)
+    try:
+        Producer(r, keys=keys).enqueue("video")
+        assert got.get(timeout=10) == "video"
     finally:
         listener.stop()
 
