@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from taskscale.connection import REDIS_URL_ENV
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 
 log = logging.getLogger(__name__)
@@ -141,16 +142,15 @@ class LocalPool:
             for name in list(self._running):
                 self._request_stop(self._running.pop(name))
             workers = list(self._draining.values())
-        deadline = time.monotonic() + timeout
-        for w in workers:
-            try:
-                w.process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("local pool: %s did not stop in %.0f s; killing it", w.name, timeout)
-                w.process.kill()
-                w.process.wait()
-        with self._lock:
-            self._reap()
+        try:
+            _wait_or_kill(workers, timeout)
+        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting, but no strays either
+            for w in workers:
+                _kill(w)
+            raise
+        finally:
+            with self._lock:
+                self._reap()
 
     def __enter__(self) -> LocalPool:
         return self
@@ -168,8 +168,7 @@ class LocalPool:
         """The worker command line (the same for every worker of the pool)."""
         s = self.settings
         cmd = [s.python, "-m", "taskscale.cli", "worker", "--types", ",".join(s.types)]
-        cmd += ["--threads", str(s.threads), "--redis-url", s.redis_url]
-        cmd += ["--namespace", s.namespace]
+        cmd += ["--threads", str(s.threads), "--namespace", s.namespace]
         for module in s.imports:
             cmd += ["--import", module]
         return [*cmd, *s.extra_args]
@@ -177,7 +176,8 @@ class LocalPool:
     def _start_one(self) -> None:
         name = f"{self.settings.name_prefix}-{next(self._numbers)}"
         log_file = self._open_log(name)
-        env = {**os.environ, "POD_NAME": name}
+        # The URL goes in the environment, not argv: it may hold a password, and argv is public.
+        env = {**os.environ, "POD_NAME": name, REDIS_URL_ENV: self.settings.redis_url}
         process = subprocess.Popen(
             self.command(),
             env=env,
@@ -226,7 +226,22 @@ class LocalPool:
                 if not overdue:
                     continue
                 log.warning("local pool: %s still draining; killing it", name)
-                w.process.kill()
-                w.process.wait()
+                _kill(w)
             del self._draining[name]
             w.close_log()
+
+
+def _wait_or_kill(workers: list[_Worker], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        try:
+            w.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("local pool: %s did not stop in %.0f s; killing it", w.name, timeout)
+            _kill(w)
+
+
+def _kill(worker: _Worker) -> None:
+    if worker.process.poll() is None:
+        worker.process.kill()
+    worker.process.wait()

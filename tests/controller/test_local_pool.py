@@ -149,6 +149,17 @@ def test_stop_all_leaves_no_worker_process_and_no_live_registration(
     assert registered(r, keys) == ()
 
 
+def test_the_redis_url_reaches_workers_by_environment_not_argv(
+    pool: LocalPool, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    pool.scale(1, busy_by_pod={})
+    wait_for("a registered worker", lambda: registered(r, keys))
+
+    cmdline = Path(f"/proc/{pool.pids()[0]}/cmdline").read_bytes().decode()
+    assert "redis://" not in cmdline
+    assert redis_url not in cmdline
+
+
 def test_a_worker_that_dies_is_reaped_and_no_longer_counted(
     pool: LocalPool, r: redis.Redis, keys: Keys
 ) -> None:
