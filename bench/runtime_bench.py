@@ -9,6 +9,7 @@ are in ``bench/peers`` and run in their own virtualenv
 
     .venv/bin/python -m bench.runtime_bench            # 100k tasks, 3 runs
     .venv/bin/python -m bench.runtime_bench --quick    # 10k tasks
+    .venv/bin/python -m bench.runtime_bench --table bench/results/runtime.json
 
 How each figure is taken (the same way for every system):
 
@@ -84,6 +85,10 @@ class BenchSettings:
     #: Longest drain measured, from the first task's start: a system that
     #: has not finished N by then is measured over what it finished.
     drain_window: float = 30.0
+    #: When set, py-spy samples every worker process during drain runs and
+    #: the collapsed stacks and their summary are written here.
+    profile_dir: Path | None = None
+    profile_seconds: float = 5.0
     peer_venv: Path = DEFAULT_PEER_VENV
     out: Path = ROOT / "bench" / "results" / "runtime.json"
     plot: Path = ROOT / "docs" / "img" / "runtime.png"
@@ -300,7 +305,8 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
     h.client.config_resetstat()
     commands = worker_commands(h, peer, workers=workers, delayed=False)
     spawned = time.time()
-    with h.workers(peer, commands, f"drain{workers}-r{run}") as procs:
+    label = f"drain{workers}-r{run}"
+    with h.workers(peer, commands, label) as procs, profilers(h, peer, label, procs):
         window = h.settings.drain_window
         timeout = 60 + window
         totals = wait_for_count(h.client, n, timeout=timeout, procs=procs, window=window)
@@ -381,6 +387,66 @@ def measure_lateness(h: Harness, peer: str, run: int) -> Sample:
 def finite_ms(seconds: float) -> float | None:
     """Seconds as ms, or None for a task that never ran (JSON has no inf)."""
     return None if seconds == float("inf") else seconds * 1000
+
+
+@contextmanager
+def profilers(
+    h: Harness, peer: str, label: str, procs: Sequence[subprocess.Popen[bytes]]
+) -> Iterator[None]:
+    """py-spy on every worker process (all non-idle samples, and only those
+    holding the GIL), if profiling was asked for; waits for them at exit."""
+    out = h.settings.profile_dir
+    if out is None:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    spies = []
+    for index, proc in enumerate(procs):
+        for mode, flags in (("all", []), ("gil", ["--gil"])):
+            argv = [f"{h.bindir}/py-spy", "record", "-p", str(proc.pid), "-f", "raw"]
+            argv += ["-d", str(h.settings.profile_seconds), "-r", "200", "--nonblocking"]
+            argv += ["-o", str(out / f"{peer}-{label}-{index}-{mode}.txt"), *flags]
+            spies.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    try:
+        yield
+    finally:
+        for spy in spies:
+            try:
+                spy.wait(h.settings.profile_seconds + 30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait(5)
+
+
+def summarize_profile(path: Path, top: int = 12) -> dict[str, Any]:
+    """Share of samples per worker thread role and per leaf function, from a
+    py-spy ``raw`` (collapsed stacks) file."""
+    roles: dict[str, int] = {}
+    leaves: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        role = next(
+            (r for r in THREAD_ROLES if any(f.startswith(r + " ") for f in frames)), "other"
+        )
+        roles[role] = roles.get(role, 0) + count
+        leaf = frames[-1]
+        leaves[leaf] = leaves.get(leaf, 0) + count
+    ranked = sorted(leaves.items(), key=lambda kv: -kv[1])[:top]
+    return {
+        "samples": total,
+        "roles": {k: v / total for k, v in sorted(roles.items(), key=lambda kv: -kv[1])},
+        "leaves": [(name, n / total) for name, n in ranked],
+    }
+
+
+#: Worker thread entry functions (taskscale.worker.Worker), for the summary.
+THREAD_ROLES = ("_claimer", "_executor", "_reporter", "run")
 
 
 def worker_commands(h: Harness, peer: str, *, workers: int, delayed: bool) -> list[list[str]]:
@@ -508,6 +574,59 @@ def print_table(summary: dict[str, Any], peers: Sequence[str]) -> None:
         print(f"{label:24} taskscale {r['ratio']:.2f} {how} ({r['best_peer']})")
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """The docs table of a results file: medians, [min-max] over runs, and
+    the ratio row, so docs/benchmarks.md never retypes a number."""
+    peers = list(result["summary"]["medians"])
+    samples = [Sample(**{**x, "loadavg": tuple(x["loadavg"])}) for x in result["samples"]]
+    lines = ["| system | " + " | ".join(label for _, label, _ in METRICS) + " |"]
+    lines.append("|---" * (len(METRICS) + 1) + "|")
+    for peer in peers:
+        cells = []
+        for key, _, _ in METRICS:
+            values = metric_values(samples, peer, key)
+            if not values:
+                cells.append(fell_behind_cell(samples, peer, key))
+                continue
+            median = statistics.median(values)
+            spread = (
+                f"{min(values):,.0f}-{max(values):,.0f}"
+                if median >= 10
+                else (f"{min(values):.1f}-{max(values):.1f}")
+            )
+            shown = f"{median:,.0f}" if median >= 10 else f"{median:.1f}"
+            cells.append(
+                f"**{shown}** ({spread})" if peer == "taskscale" else f"{shown} ({spread})"
+            )
+        lines.append(f"| {peer} | " + " | ".join(cells) + " |")
+    ratio_cells = []
+    for key, _, higher in METRICS:
+        r = result["summary"]["ratios"].get(key)
+        if r is None or r["ratio"] is None:
+            ratio_cells.append("-")
+        else:
+            word = "faster" if higher else "lower"
+            ratio_cells.append(f"{r['ratio']:.1f}x {word} than {r['best_peer']}")
+    lines.append("| taskscale vs best peer | " + " | ".join(ratio_cells) + " |")
+    return "\n".join(lines)
+
+
+def fell_behind_cell(samples: Sequence[Sample], peer: str, key: str) -> str:
+    """Table cell for a metric with no valid sample: a lateness lower bound
+    when the system fell behind the schedule, else 'failed'."""
+    op = "lateness" if key.endswith("_ms") else "drain" if key.startswith("drain") else key
+    if not any(x.peer == peer and x.op == op for x in samples):
+        return "-"
+    behind = [x for x in samples if x.peer == peer and x.op == "lateness" and x.extra]
+    if op != "lateness" or not behind:
+        return "failed"
+    ran = statistics.median(x.extra["ran"] / x.extra["scheduled"] for x in behind)
+    bounds = [x.extra[key] for x in behind if x.extra[key] is not None]
+    if len(bounds) == len(behind):
+        return f">= {statistics.median(bounds):,.0f} (fell behind, {ran:.0%} ran)"
+    return f"> {LATE_GRACE_S * 1000:,.0f} after the last due ({ran:.0%} ran)"
+
+
 def plot(summary: dict[str, Any], peers: Sequence[str], path: Path, title: str) -> None:
     import matplotlib
 
@@ -546,6 +665,17 @@ def plot(summary: dict[str, Any], peers: Sequence[str], path: Path, title: str) 
     plt.close(fig)
 
 
+def print_profiles(directory: Path) -> None:
+    for path in sorted(directory.glob("*.txt")):
+        if path.stat().st_size == 0:
+            continue
+        summary = summarize_profile(path)
+        print(f"\n{path.name}: {summary['samples']} samples")
+        print("  by thread: " + ", ".join(f"{k} {v:.0%}" for k, v in summary["roles"].items()))
+        for name, share in summary["leaves"]:
+            print(f"  {share:6.1%}  {name}")
+
+
 # --- entry point ------------------------------------------------------------------
 
 
@@ -576,6 +706,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--late-rate", type=float, default=1000.0)
     p.add_argument("--late-seconds", type=float)
     p.add_argument("--drain-window", type=float, default=30.0, help="longest drain, seconds")
+    p.add_argument("--profile", type=Path, help="py-spy the drain workers; stacks go here")
     p.add_argument("--peer-venv", type=Path, default=DEFAULT_PEER_VENV)
     p.add_argument("--out", type=Path)
     p.add_argument("--plot", type=Path)
@@ -592,6 +723,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         ops=tuple(x for x in a.ops.split(",") if x),
         late_rate=a.late_rate,
         drain_window=a.drain_window,
+        profile_dir=a.profile,
         late_seconds=a.late_seconds or (5.0 if a.quick else base.late_seconds),
         peer_venv=a.peer_venv,
         out=a.out or ROOT / "bench" / "results" / f"runtime{suffix}.json",
@@ -600,6 +732,11 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--table":
+        print(markdown_table(json.loads(Path(argv[1]).read_text())))
+        return 0
     settings = parse_args(argv)
     if not (settings.peer_venv / "bin" / "python").exists():
         print(
@@ -633,6 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({os.cpu_count()} shared cores)"
     )
     plot(summary, settings.peers, settings.plot, title)
+    if settings.profile_dir is not None:
+        print_profiles(settings.profile_dir)
     print(f"\nwrote {settings.out} and {settings.plot}; worker logs in {logs}")
     return 0
 
