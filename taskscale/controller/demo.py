@@ -185,7 +185,6 @@ class Arrivals:
 
     ready: list[tuple[float, int]] = field(default_factory=list)
     delayed: list[tuple[float, int]] = field(default_factory=list)  #: keyed by due time
-    first_at: float | None = None  #: when the first ready (not delayed) task was enqueued
 
     @property
     def total(self) -> int:
@@ -261,7 +260,7 @@ class LoadGenerator:
         if n <= 0:
             return
         self._producer.enqueue_many(TASK_TYPE, self._calls(n))
-        self._record_ready(now, n)
+        self.arrivals.ready.append((now, n))
 
     def _send_spike(self, now: float) -> None:
         spike = self._plan.spike
@@ -269,13 +268,16 @@ class LoadGenerator:
         self._producer.enqueue_many(TASK_TYPE, self._calls(spike.count), delay=delay)
         self.arrivals.delayed.append((now + delay, spike.count))
 
-    def _record_ready(self, at: float, n: int) -> None:
-        self.arrivals.ready.append((at, n))
-        if self.arrivals.first_at is None:
-            self.arrivals.first_at = time.monotonic() - self._t0
-
 
 # --- what the controller did ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    at: float  #: monotonic
+    before: int
+    after: int
+    reason_code: str
 
 
 class ConsoleReporter:
@@ -285,17 +287,21 @@ class ConsoleReporter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latest: PassOutcome | None = None
-        self.scale_events = 0
-        self.first_scale_up_at: float | None = None  #: monotonic
+        self.events: list[ScaleEvent] = []
         self.problems: list[str] = []
 
     def report(self, outcome: PassOutcome) -> None:
         with self._lock:
             self._latest = outcome
-            if outcome.scaled:
-                self.scale_events += 1
-                if outcome.current == 0 and self.first_scale_up_at is None:
-                    self.first_scale_up_at = time.monotonic()
+            if outcome.scaled and outcome.decision is not None and outcome.current is not None:
+                self.events.append(
+                    ScaleEvent(
+                        time.monotonic(),
+                        outcome.current,
+                        outcome.decision.desired,
+                        outcome.decision.reason_code,
+                    )
+                )
             if outcome.problem is not None:
                 self.problems.append(f"{outcome.problem}: {outcome.message}")
 
@@ -374,7 +380,11 @@ class RunResult:
     completed: int
     final_replicas: int
     scale_events: int
-    reaction_s: float | None  #: first enqueue -> first scale-up from zero
+    #: Per scale-up from zero driven by new work: seconds from the first task
+    #: enqueued while at zero to the scale-up.
+    reactions_s: list[float]
+    #: Scale-ups from zero made by the look-ahead, before any of the work was due.
+    lookahead_starts: int
     interrupted: bool
     log_dir: Path
 
@@ -430,16 +440,30 @@ def run(settings: DemoSettings, plan: LoadPlan) -> RunResult:
         pool.stop_all(15.0)
         completed = _completed(client, keys) - completed_before
         return RunResult(
-            samples, generator.arrivals, completed, final, reporter.scale_events,
-            _reaction_s(generator.arrivals, reporter, t0), interrupted, log_dir,
+            samples, generator.arrivals, completed, final, len(reporter.events),
+            *scale_ups_from_zero(reporter.events, generator.arrivals, t0), interrupted, log_dir,
         )  # fmt: skip
 
 
-def _reaction_s(arrivals: Arrivals, reporter: ConsoleReporter, t0: float) -> float | None:
-    """Seconds from the first ready task to the first scale-up from zero."""
-    if reporter.first_scale_up_at is None or arrivals.first_at is None:
-        return None
-    return reporter.first_scale_up_at - t0 - arrivals.first_at
+def scale_ups_from_zero(
+    events: list[ScaleEvent], arrivals: Arrivals, t0: float
+) -> tuple[list[float], int]:
+    """(reaction times of demand-driven scale-ups from zero, look-ahead starts)."""
+    ready = sorted(at for at, _ in arrivals.ready)
+    reactions: list[float] = []
+    lookahead = 0
+    zero_since = 0.0
+    for e in events:
+        at = e.at - t0
+        if e.after == 0:
+            zero_since = at
+        elif e.before == 0:
+            waiting = [t for t in ready if zero_since <= t <= at]
+            if waiting:
+                reactions.append(at - waiting[0])
+            else:  # nothing ready arrived: only delayed work within the lead (capped or not)
+                lookahead += 1
+    return reactions, lookahead
 
 
 def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPoolSettings:
@@ -594,9 +618,13 @@ def summary(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> str:
             f"When the {delayed} delayed tasks fell due at {plan.spike.due_at_s:.0f} s, "
             f"{warm} replicas were already up."
         )
-    if result.reaction_s is not None:
+    if result.reactions_s:
+        times = ", ".join(f"{r:.2f}" for r in result.reactions_s)
+        parts.append(f"Scale-ups from zero on new work came {times} s after it was enqueued.")
+    if result.lookahead_starts:
         parts.append(
-            f"The first scale-up from zero came {result.reaction_s:.2f} s after the first task."
+            f"{result.lookahead_starts} scale-up(s) from zero came from the look-ahead, "
+            "before the delayed work was due."
         )
     usage = f"The workers used {used:.0f} replica-seconds"
     if fixed > 0:

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from taskscale.controller.demo import DemoSettings, plan_load
+from taskscale.controller.demo import (
+    Arrivals,
+    DemoSettings,
+    ScaleEvent,
+    plan_load,
+    scale_ups_from_zero,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -122,3 +128,19 @@ def test_the_load_plan_ends_early_enough_to_settle_back_to_zero() -> None:
 def test_a_duration_too_short_to_settle_is_refused() -> None:
     with pytest.raises(ValueError, match="at least"):
         plan_load(DemoSettings(duration_s=10))
+
+
+def test_scale_ups_from_zero_split_into_lookahead_starts_and_reactions_to_new_work() -> None:
+    t0 = 1000.0
+    events = [
+        ScaleEvent(t0 + 1.0, 0, 6, "Lookahead"),  # nothing ready yet: the look-ahead
+        ScaleEvent(t0 + 10.0, 6, 0, "Idle"),
+        ScaleEvent(t0 + 12.5, 0, 3, "Demand"),  # 0.5 s after the task at 12.0
+        ScaleEvent(t0 + 13.0, 3, 4, "Demand"),  # not from zero
+    ]
+    arrivals = Arrivals(ready=[(5.0, 10), (12.0, 4), (12.2, 8)])
+
+    reactions, lookahead = scale_ups_from_zero(events, arrivals, t0)
+
+    assert lookahead == 1
+    assert reactions == [pytest.approx(0.5)]
