@@ -16,8 +16,8 @@ because on a shared, loaded machine wall time mostly measures waiting for a
 core; the CPU sum is what a pass costs on an idle one (plus loopback latency).
 
 Run: ``.venv/bin/python -m bench.reconcile_bench [--types 1000] [--iterations 200]
-[--runs 5] [--json out.json]``.  Prints medians and p99s per run and the
-median over runs.
+[--runs 5] [--busy-fraction 1.0] [--peer-every 4] [--json out.json]``.  Prints
+medians and p99s per run and the median over runs.
 """
 
 from __future__ import annotations
@@ -227,8 +227,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_layout(
-    client: redis.Redis, keys: Keys, layout: Layout, iterations: int
+    client: redis.Redis, keys: Keys, layout: Layout, iterations: int, *, peer_every: int = 1
 ) -> dict[str, dict[str, float]]:
+    """Median and p99 of each part over ``iterations`` passes of the Lua
+    observer, and of the pipeline peer on every ``peer_every``-th pass
+    (interleaved, so both see the same background load)."""
     policies = layout.policies()
     requests = {n: ObserveRequest(p.type_names(), p.warmup_lead_s) for n, p in policies.items()}
     variants: dict[str, Observe] = {
@@ -240,8 +243,10 @@ def run_layout(
     probe = redis.Redis(connection_pool=client.connection_pool)
     for v, observe in variants.items():  # warm-up: script load, connections
         one_pass(observe, requests, policies, histories[v], probe)
-    for _ in range(iterations):
+    for i in range(iterations):
         for v, observe in variants.items():
+            if v != "lua" and i % peer_every:
+                continue
             for part, seconds in one_pass(observe, requests, policies, histories[v], probe).items():
                 samples[v].setdefault(part, []).append(seconds)
     return {
@@ -262,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--busy-fraction", type=float, default=1.0, help="share of types with work (default all)"
     )
+    parser.add_argument(
+        "--peer-every", type=int, default=4, help="run the slow pipeline peer every Nth pass"
+    )
     parser.add_argument("--json", help="write the per-run results here")
     args = parser.parse_args(argv)
     layouts = [
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average before: {_loadavg()}", flush=True)
         for run in range(args.runs):
             for layout in layouts:
-                r = run_layout(client, keys, layout, args.iterations)
+                r = run_layout(client, keys, layout, args.iterations, peer_every=args.peer_every)
                 results[layout.name].append(r)
                 print(f"run {run + 1} {layout.name}: " + _line(r), flush=True)
         client.close()
@@ -284,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     summary = {name: _summarize(runs) for name, runs in results.items()}
     for name, s in summary.items():
-        print(f"{name} (median over {args.runs} runs of {args.iterations} passes):")
+        peer_passes = -(-args.iterations // args.peer_every)
+        print(
+            f"{name} (median over {args.runs} runs of {args.iterations} passes, "
+            f"{peer_passes} for the pipeline):"
+        )
         for v, stats in s.items():
             print(f"  {v:9s} " + "  ".join(f"{k} {x:7.2f}" for k, x in stats.items()))
         for part in ("total", "cpu"):
