@@ -7,7 +7,8 @@ brings up a cluster and installs charts/taskscale with its example worker:
 * ``KUBECONFIG`` + ``TASKSCALE_TEST_USE_KUBECONFIG=1``: that cluster (kind:
   set ``TASKSCALE_E2E_KIND=<cluster name>`` so images are loaded with
   ``kind load``); the controller runs in pods.
-* otherwise the local control plane of e2e/cluster. With a kubelet
+* otherwise the local control plane of e2e/cluster.
+  ``TASKSCALE_E2E_PODS=0`` forces the host mode below on any cluster. With a kubelet
   (``TASKSCALE_E2E_NODE=1``) the images are imported into its containerd and
   worker pods run. Without one (the default where the kubelet can't run), the
   controller runs as host processes authenticated as the chart's
@@ -30,6 +31,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import IO
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,7 @@ from kubernetes import client
 
 # e2e.support first: it puts tests/ and tests/chart/ on sys.path.
 from e2e.support import HostRedis, build_images, free_port
-from chartlib import CHART, helm, service_account_token
+from chartlib import CHART, adopt_crd_if_present, helm, service_account_token
 from kube_fixture import KubeCluster
 from e2e.cluster.localcluster import LocalCluster, ensure_binaries
 from taskscale.controller.local import LocalPool, LocalPoolSettings
@@ -111,7 +113,10 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
     )
     with_node = os.environ.get("TASKSCALE_E2E_NODE") == "1"
     local: LocalCluster | None = None
-    redis_server = HostRedis(host="0.0.0.0" if with_node else "127.0.0.1").start()
+    # TASKSCALE_E2E_PODS=0 runs controllers and workers on the host even
+    # against an existing cluster (one whose nodes can't run our images).
+    pods = os.environ.get("TASKSCALE_E2E_PODS", "1" if existing or with_node else "0") == "1"
+    redis_server = HostRedis(host="0.0.0.0" if pods else "127.0.0.1").start()
     try:
         if existing:
             path = Path(str(existing).split(os.pathsep)[0])
@@ -126,15 +131,17 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
             client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
             )
-        pods = bool(existing) or with_node
-        node_ip = getattr(getattr(local, "_node", None), "node_ip", "127.0.0.1")
+        node_ip = getattr(getattr(local, "_node", None), "node_ip", None) or _host_address()
         env = E2E(
             cluster=cluster,
             namespace=namespace,
             redis_url=redis_server.url(),
             pods=pods,
         )
-        _install_chart(env, images, worker_redis_url=redis_server.url(node_ip))
+        # Pods reach the host's Redis through the node (or docker0) address;
+        # host-mode workers and controllers through loopback.
+        worker_url = redis_server.url(node_ip) if pods else redis_server.url()
+        _install_chart(env, images, worker_redis_url=worker_url)
         if not pods:
             env.controllers = ControllerProcesses(env, log_dir=Path(tempfile.mkdtemp()))
             env.controllers.start(2)
@@ -147,9 +154,35 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
                 env.follower.stop()
             if env.controllers is not None:
                 env.controllers.stop_all()
+            if local is None:  # an existing cluster: leave it as we found it
+                helm(
+                    "uninstall",
+                    RELEASE,
+                    "--namespace",
+                    env.namespace,
+                    check=False,
+                    env={"KUBECONFIG": str(env.cluster.kubeconfig)},
+                )
+                with env.cluster.api_client() as api:
+                    client.CoreV1Api(api).delete_namespace(env.namespace)
         if local is not None:
             local.stop()
         redis_server.stop()
+
+
+def _host_address() -> str:
+    """Where pods reach this host: $TASKSCALE_E2E_HOST_ADDRESS, else docker0's
+    address (kind nodes are containers on that bridge), else loopback."""
+    configured = os.environ.get("TASKSCALE_E2E_HOST_ADDRESS")
+    if configured:
+        return configured
+    result = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True, text=True, check=False
+    )
+    fields = result.stdout.split()
+    if "inet" in fields:
+        return fields[fields.index("inet") + 1].split("/")[0]
+    return "127.0.0.1"
 
 
 def _install_chart(env: E2E, images: dict[str, str], *, worker_redis_url: str) -> None:
@@ -190,6 +223,8 @@ def _install_chart(env: E2E, images: dict[str, str], *, worker_redis_url: str) -
     }
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(values, f)
+    with env.cluster.api_client() as api:
+        adopt_crd_if_present(api, RELEASE, env.namespace)
     helm(
         "install",
         RELEASE,
@@ -247,23 +282,26 @@ class ControllerProcesses:
             self._serial += 1
             name = f"controller-{self._serial}"
             port = free_port()
-            log = (self.log_dir / f"{name}.log").open("wb")
-            self.processes[name] = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("taskscale")),
-                    "controller",
-                    f"--kubeconfig={self.kubeconfig}",
-                    "--leader-elect",
-                    f"--leader-election-namespace={self.env.namespace}",
-                    f"--metrics-port={port}",
-                    "--metrics-host=127.0.0.1",
-                    "--log-level=debug",
-                ],
-                env={**os.environ, "POD_NAME": name, "POD_NAMESPACE": self.env.namespace},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            with (self.log_dir / f"{name}.log").open("wb") as log:
+                self.processes[name] = self._spawn(name, port, log)
             self.ports[name] = port
+
+    def _spawn(self, name: str, port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("taskscale")),
+                "controller",
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect",
+                f"--leader-election-namespace={self.env.namespace}",
+                f"--metrics-port={port}",
+                "--metrics-host=127.0.0.1",
+                "--log-level=info",
+            ],
+            env={**os.environ, "POD_NAME": name, "POD_NAMESPACE": self.env.namespace},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def alive(self) -> list[str]:
         return [n for n, p in self.processes.items() if p.poll() is None]

@@ -158,16 +158,17 @@ def prometheus(e2e: E2E) -> Iterator[str]:
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    process = subprocess.Popen(
-        [
-            "/usr/bin/prometheus",
-            f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(workdir / "prometheus.log").open("wb"),
-    )
+    with (workdir / "prometheus.log").open("wb") as log:
+        process = subprocess.Popen(
+            [
+                "/usr/bin/prometheus",
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: _query(url, "up") is not None, timeout=60, what="prometheus ready")

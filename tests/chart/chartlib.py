@@ -156,3 +156,31 @@ def service_account_token(api: Any, name: str, namespace: str, *, seconds: int =
     )
     assert status is not None and status.token
     return str(status.token)
+
+
+CRD_NAME = "taskscalers.taskscale.io"
+
+
+def adopt_crd_if_present(api: Any, release: str, namespace: str) -> bool:
+    """Mark an existing TaskScaler CRD (made outside this release, or left by an
+    uninstalled one: it is kept) as this release's, so ``helm install`` can take it
+    over instead of failing on ownership. False when there is no CRD yet."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    patch = {
+        "metadata": {
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {
+                "meta.helm.sh/release-name": release,
+                "meta.helm.sh/release-namespace": namespace,
+            },
+        }
+    }
+    try:
+        client.ApiextensionsV1Api(api).patch_custom_resource_definition(CRD_NAME, patch)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

@@ -23,14 +23,22 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import CHART, CI_VALUES, REPO, helm, render, service_account_token
+from chartlib import (
+    CHART,
+    CI_VALUES,
+    CRD_NAME,
+    REPO,
+    adopt_crd_if_present,
+    helm,
+    render,
+    service_account_token,
+)
 from kube_fixture import KubeCluster, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 pytestmark = pytest.mark.kube
 
-CRD_NAME = "taskscalers.taskscale.io"
 MONITORING_STANDINS = Path(__file__).with_name("monitoring-crds.yaml")
 
 
@@ -133,25 +141,12 @@ def test_api_server_rejects_an_invalid_taskscaler_from_the_chart_crd(
 # --- helm install / upgrade ----------------------------------------------------
 
 
-def _adopt_crd(cluster: KubeCluster, release: str, namespace: str) -> None:
-    """Let this release take over a CRD created outside Helm (by another test)."""
-    kubectl(cluster, "label", "--overwrite", f"crd/{CRD_NAME}", "app.kubernetes.io/managed-by=Helm")
-    kubectl(
-        cluster,
-        "annotate",
-        "--overwrite",
-        f"crd/{CRD_NAME}",
-        f"meta.helm.sh/release-name={release}",
-        f"meta.helm.sh/release-namespace={namespace}",
-    )
-
-
 def test_helm_install_and_upgrade_with_examples(
     kube_cluster: KubeCluster, kube_namespace: str
 ) -> None:
     release = f"it-{uuid.uuid4().hex[:6]}"
-    if _crd_exists(kube_cluster):
-        _adopt_crd(kube_cluster, release, kube_namespace)
+    with kube_cluster.api_client() as api:
+        adopt_crd_if_present(api, release, kube_namespace)
     env = {"KUBECONFIG": str(kube_cluster.kubeconfig)}
     common = [
         "--namespace",
