@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import redis
@@ -21,13 +22,13 @@ pytestmark = pytest.mark.integration
 
 
 @contextmanager
-def schedulers(url: str, n: int, **settings: float) -> Iterator[list[Scheduler]]:
+def schedulers(url: str, n: int, **settings: Any) -> Iterator[list[Scheduler]]:
     running = [
         Scheduler(
             redis.Redis.from_url(url),
             keys=Keys("taskscale"),
             settings=SchedulerSettings(**settings),
-        )  # type: ignore[arg-type]
+        )
         for _ in range(n)
     ]
     threads = [threading.Thread(target=s.run, daemon=True) for s in running]

@@ -70,6 +70,11 @@ def promote(r: redis.Redis, keys: Keys) -> list[int]:
     ]
 
 
+def delayed_entries(r: redis.Redis, key: str) -> list[tuple[bytes, float]]:
+    entries: list[tuple[bytes, float]] = r.zrange(key, 0, -1, withscores=True)  # type: ignore[assignment]
+    return entries
+
+
 def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
     return int(r.hget(keys.active, task_type) or 0)
 
@@ -97,9 +102,10 @@ def test_enqueue_pushes_an_envelope_stamped_with_the_redis_clock(
 def test_enqueue_publishes_demand_only_when_the_queue_was_empty(
     r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
-    pubsub = r.pubsub()
+    pubsub = r.pubsub()  # type: ignore[no-untyped-call]
     pubsub.subscribe(keys.demand_channel)
-    assert pubsub.get_message(timeout=1)["type"] == "subscribe"  # type: ignore[index]
+    first = pubsub.get_message(timeout=1)
+    assert first is not None and first["type"] == "subscribe"
     producer.enqueue("email")
     producer.enqueue("email")
     messages = []
@@ -148,7 +154,7 @@ def test_delayed_enqueue_goes_to_the_zset_due_later_and_wakes_the_scheduler(
 ) -> None:
     now_ms = int(r.time()[0]) * 1000
     producer.enqueue("email", delay=60)
-    [(_raw, due)] = r.zrange(keys.delayed("email"), 0, -1, withscores=True)
+    [(_raw, due)] = delayed_entries(r, keys.delayed("email"))
     assert now_ms + 59_000 <= due <= now_ms + 62_000
     assert r.llen(keys.queue("email")) == 0
     assert r.llen(keys.scheduler_wake) == 1
@@ -318,7 +324,7 @@ def test_fail_with_retry_schedules_the_new_envelope_after_the_backoff(
     retry_env = json.dumps({**task, "attempts": 1})
     now_ms = int(r.time()[0]) * 1000
     assert fail(r, keys, task, "retry", 5000, retry_env, "", 0, "", "") == 1
-    [(raw, due)] = r.zrange(keys.delayed("a"), 0, -1, withscores=True)
+    [(raw, due)] = delayed_entries(r, keys.delayed("a"))
     assert json.loads(raw)["attempts"] == 1
     assert now_ms + 4000 <= due <= now_ms + 7000
     assert active(r, keys, "a") == 0

@@ -199,3 +199,17 @@ def test_metrics_endpoint_counts_tasks_by_type_and_outcome(
     assert 'taskscale_worker_tasks_total{outcome="completed",type="noop"} 3.0' in text
     assert 'taskscale_worker_queue_wait_seconds_count{type="noop"} 3.0' in text
     assert "taskscale_worker_threads 2.0" in text
+
+
+def test_claims_rotate_between_types_so_one_backlog_does_not_starve_another(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    order: list[str] = []
+    reg = TaskRegistry()
+    reg.register("a", lambda: order.append("a"))
+    reg.register("b", lambda: order.append("b"))
+    producer.enqueue_many("a", [()] * 6)
+    producer.enqueue_many("b", [()] * 6)
+    with running_worker(redis_url, ("a", "b"), threads=1, registry=reg):
+        wait_until(lambda: len(order) == 12)
+    assert order[:6].count("b") >= 2 and order[:6].count("a") >= 2, order
