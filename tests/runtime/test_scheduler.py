@@ -127,3 +127,20 @@ def test_scheduler_reaps_workers_whose_lease_expired(
         wait_until(lambda: r.llen(keys.queue("a")) == 1, timeout=10)
     assert r.hget(keys.active, "a") == b"0"
     assert r.zcard(keys.workers) == 0 and not r.exists(keys.inflight("gone"))
+
+
+def test_scheduler_survives_a_redis_restart_and_keeps_promoting() -> None:
+    from redis_server import RedisServer
+
+    keys = Keys("taskscale")
+    with RedisServer() as server:
+        r = redis.Redis.from_url(server.url)
+        producer = Producer(redis.Redis.from_url(server.url), keys=keys)
+        with schedulers(server.url, 1):
+            producer.enqueue("a", "before", delay=0.1)
+            wait_until(lambda: r.llen(keys.queue("a")) == 1, timeout=10)
+            server.restart()  # no persistence: everything is gone, connections drop
+            producer.enqueue("a", "after", delay=0.3)
+            raw = wait_until(lambda: r.lindex(keys.queue("a"), 0), timeout=30)
+        r.close()
+    assert json.loads(raw)["args"] == ["after"]

@@ -213,3 +213,22 @@ def test_claims_rotate_between_types_so_one_backlog_does_not_starve_another(
     with running_worker(redis_url, ("a", "b"), threads=1, registry=reg):
         wait_until(lambda: len(order) == 12)
     assert order[:6].count("b") >= 2 and order[:6].count("a") >= 2, order
+
+
+def test_status_lists_the_live_worker_and_per_type_counts(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    from taskscale.status import collect, render
+
+    producer.enqueue("sleep", seconds=1.5)
+    producer.enqueue("sleep", seconds=0.01, delay=60)
+    with running_worker(redis_url, ("sleep",), threads=2, heartbeat_s=0.2) as worker:
+        wait_until(lambda: r.hget(keys.worker(worker.id), "busy") == b"1")
+        status = collect(r, keys)
+        text = render(status)
+    [entry] = status["workers"]
+    assert entry["id"] == worker.id and entry["busy"] == 1 and entry["threads"] == 2
+    assert entry["types"] == ["sleep"]
+    sleep = status["types"]["sleep"]
+    assert (sleep["queued"], sleep["delayed"], sleep["active"]) == (0, 1, 1)
+    assert worker.id in text and "1/2" in text
