@@ -175,4 +175,5 @@ STAT_FIELDS = (
     "requeued",  # in-flight tasks returned to their queue (shutdown or reaper)
     "service_ms",  # total run time of completed and failed runs, ms
     "wait_ms",  # total queue wait (enqueue or due time -> claim), Redis clock, ms
+    "active_underflow",  # decrements of ACTIVE_TASKS that would have gone below 0 (should stay 0)
 )

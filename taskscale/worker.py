@@ -318,12 +318,21 @@ class Worker:
                 self._outbox.put(self._execute(task))
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
-                error = f"WorkerError: {type(exc).__name__}: {exc}"
-                self._outbox.put(_Outcome(task.task_id, task.task_type, "dead", 0, error=error))
+                self._outbox.put(self._internal_error(task, exc))
             finally:
                 with self._lock:
                     self._busy -= 1
                 self._slot_freed.set()
+
+    def _internal_error(self, task: _Claimed, exc: Exception) -> _Outcome:
+        """Dead-letter a task our own code failed on, still answering its RPC
+        caller and releasing its fan-out slot when the envelope decodes."""
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            env = envelope.decode(task.raw)
+        except envelope.EnvelopeError:
+            return _Outcome(task.task_id, task.task_type, "dead", 0, error=f"WorkerError: {error}")
+        return self._failed(env, 0, "WorkerError", error, final=True)
 
     def _execute(self, task: _Claimed) -> _Outcome:
         try:

@@ -102,6 +102,23 @@ def test_a_type_no_worker_has_a_function_for_is_a_remote_error(
     assert caught.value.error_type == "UnknownTaskType"
 
 
+def test_an_error_in_the_worker_itself_still_answers_the_caller(
+    redis_url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bug of ours while running a task must dead-letter it *and* answer the
+    # RPC caller (and release a fan-out slot), not leave the caller waiting.
+    def broken(self: Worker, task: object) -> object:
+        raise RuntimeError("boom inside the worker")
+
+    monkeypatch.setattr(Worker, "_execute", broken)
+    with worker_thread(redis_url), pytest.raises(RemoteError) as caught:
+        call(r, "rpc.add", 1, 2, keys=KEYS, timeout=30)
+    assert caught.value.error_type == "WorkerError"
+    assert "boom inside the worker" in caught.value.message
+    assert r.llen(KEYS.dead("rpc.add")) == 1
+    assert int(r.hget(KEYS.active, "rpc.add") or 0) == 0
+
+
 def test_call_times_out_when_no_worker_answers_and_leaves_the_task_queued(
     r: redis.Redis,
 ) -> None:
