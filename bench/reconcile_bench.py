@@ -15,9 +15,10 @@ Besides wall time it records CPU time per pass -- this process's
 because on a shared, loaded machine wall time mostly measures waiting for a
 core; the CPU sum is what a pass costs on an idle one (plus loopback latency).
 
-Run: ``.venv/bin/python -m bench.reconcile_bench [--types 1000] [--iterations 200]
-[--runs 5] [--busy-fraction 1.0] [--peer-every 4] [--json out.json]``.  Prints
-medians and p99s per run and the median over runs.
+Run: ``.venv/bin/python -m bench.reconcile_bench [--types 1000]
+[--iterations 200] [--runs 5] [--busy-fraction 1.0] [--levels spread]
+[--peer-every 4] [--json out.json]``.  Prints medians and p99s per run and the
+median over runs.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from taskscale.controller.types import (
     TypePolicy,
     WorkerObservation,
 )
-from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys
 
 LEAD_S = 30.0
 
@@ -74,13 +75,21 @@ class Layout:
 
 
 def populate(
-    client: redis.Redis, keys: Keys, n_types: int, *, busy_fraction: float = 1.0, seed: int = 1
+    client: redis.Redis,
+    keys: Keys,
+    n_types: int,
+    *,
+    busy_fraction: float = 1.0,
+    spread_levels: bool = True,
+    seed: int = 1,
 ) -> None:
     """Data for n_types types per docs/schema.md, written in a few pipelines.
 
-    A busy type has ready tasks at 3 random priority levels, 8 delayed tasks
-    around now, tasks active and counters; the others (1 - busy_fraction of
-    them) only have counters and an IDLE_SINCE, like a type that ran earlier.
+    A busy type has ready tasks (at 3 random priority levels with
+    ``spread_levels``, the observer's worst case; else at the default level
+    only), 8 delayed tasks around now, tasks active and counters; the others
+    (1 - busy_fraction of them) only have counters and an IDLE_SINCE, like a
+    type that ran earlier.
     """
     rng = random.Random(seed)
     seconds, micros = client.time()
@@ -96,7 +105,8 @@ def populate(
             pipe.execute()
         if i >= busy_fraction * n_types:
             continue
-        for p in rng.sample(range(PRIORITY_LEVELS), 3):
+        levels = rng.sample(range(PRIORITY_LEVELS), 3) if spread_levels else [DEFAULT_PRIORITY]
+        for p in levels:
             tasks = [f'{{"id":"{t}-{p}-{k}"}}' for k in range(rng.randint(1, 5))]
             pipe.rpush(keys.queue(t, p), *tasks)
         due = {f'{{"id":"{t}-d{k}"}}': now_ms + rng.randint(-10_000, 120_000) for k in range(8)}
@@ -268,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         "--busy-fraction", type=float, default=1.0, help="share of types with work (default all)"
     )
     parser.add_argument(
+        "--levels",
+        choices=("spread", "default"),
+        default="spread",
+        help="busy types' ready tasks at 3 random priority levels, or the default level only",
+    )
+    parser.add_argument(
         "--peer-every", type=int, default=4, help="run the slow pipeline peer every Nth pass"
     )
     parser.add_argument("--json", help="write the per-run results here")
@@ -280,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, dict[str, float]]]] = {layout.name: [] for layout in layouts}
     with LocalRedis() as server:
         client = redis.Redis.from_url(server.url)
-        populate(client, keys, args.types, busy_fraction=args.busy_fraction)
+        spread = args.levels == "spread"
+        populate(client, keys, args.types, busy_fraction=args.busy_fraction, spread_levels=spread)
         print(f"load average before: {_loadavg()}", flush=True)
         for run in range(args.runs):
             for layout in layouts:

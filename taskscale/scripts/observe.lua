@@ -70,27 +70,37 @@ local active = hmget_all(KEYS[1], names)
 local idle = hmget_all(KEYS[2], names)
 
 -- Most types of a large deployment are empty at any instant, and each call
--- from Lua has a cost, so count before reading: EXISTS over the ready lists
--- says how many are non-empty (a list exists only while it holds something),
--- the LLEN loop stops once it has seen them all, and an empty delayed set
--- skips its ZCOUNTs.
-local function queued_of(name)
-    local lists = {}
+-- from Lua has a cost, so count before reading: one EXISTS over the delayed
+-- set and the ready lists says how many of them hold something (a key exists
+-- only while it is non-empty).  An empty type costs that one call; otherwise
+-- the LLEN loop stops once it has seen every non-empty list (the caller puts
+-- the default priority's list first).
+local function counts(name)
+    local delayed = delayed_before .. name .. delayed_after
+    local keys = {delayed}
     for j = 1, levels do
-        lists[j] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
+        keys[j + 1] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
     end
-    local remaining = redis.call('EXISTS', unpack(lists))
-    local queued = 0
-    local j = 1
+    local remaining = redis.call('EXISTS', unpack(keys))
+    local queued, due, size = 0, 0, 0
+    if remaining == 0 then
+        return delayed, size, queued, due
+    end
+    size = redis.call('ZCARD', delayed)
+    if size > 0 then
+        remaining = remaining - 1
+        due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
+    end
+    local j = 2
     while remaining > 0 do
-        local len = redis.call('LLEN', lists[j])
+        local len = redis.call('LLEN', keys[j])
         if len > 0 then
             queued = queued + len
             remaining = remaining - 1
         end
         j = j + 1
     end
-    return queued
+    return delayed, size, queued, due
 end
 
 local per_type = {}
@@ -98,14 +108,10 @@ local delayed_keys = {}
 local delayed_size = {}
 for i = 1, n do
     local name = names[i]
-    local delayed = delayed_before .. name .. delayed_after
+    local delayed, size, queued, due = counts(name)
     delayed_keys[i] = delayed
-    delayed_size[i] = redis.call('ZCARD', delayed)
-    local due = 0
-    if delayed_size[i] > 0 then
-        due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
-    end
-    local row = {queued_of(name), due}
+    delayed_size[i] = size
+    local row = {queued, due}
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
