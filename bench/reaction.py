@@ -173,8 +173,8 @@ def wait_idle(mode: Mode, r: redis.Redis, timeout: float = 120.0) -> None:
         r.delete(key)
     deadline = time.monotonic() + timeout
     while True:
-        current = metrics.sample("taskscale_scaler_current_replicas", {"scaler": scaler})
-        desired = metrics.sample("taskscale_scaler_desired_replicas", {"scaler": scaler})
+        current = metrics.sample("taskscale_current_replicas", {"scaler": scaler})
+        desired = metrics.sample("taskscale_desired_replicas", {"scaler": scaler})
         if current == 0 and desired == 0:
             break
         if time.monotonic() > deadline:

@@ -205,7 +205,7 @@ def test_prometheus_sees_desired_replicas_follow_the_run(e2e: E2E, prometheus: s
     )
     _idle_at_zero(e2e)
     time.sleep(3)  # a few more scrapes at 0
-    expr = urllib.parse.quote("max(taskscale_scaler_desired_replicas)")
+    expr = urllib.parse.quote("max(taskscale_desired_replicas)")
     body = _get(
         f"{prometheus}/api/v1/query_range?query={expr}&start={start}&end={time.time()}&step=1"
     )

@@ -53,13 +53,13 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.desired_replicas = Gauge(
-            "taskscale_scaler_desired_replicas",
+            "taskscale_desired_replicas",
             "Replicas the policy asked for in the last reconcile.",
             ["scaler"],
             registry=r,
         )
         self.current_replicas = Gauge(
-            "taskscale_scaler_current_replicas",
+            "taskscale_current_replicas",
             "Replicas the target was set to when last read.",
             ["scaler"],
             registry=r,

@@ -73,7 +73,7 @@ def test_metrics_endpoint_serves_the_registry(
     metrics.record_decision("ns/a", current=2, desired=5, reason="Demand")
     status, body = get(base + "/metrics")
     assert status == 200
-    assert 'taskscale_scaler_desired_replicas{scaler="ns/a"} 5.0' in body
+    assert 'taskscale_desired_replicas{scaler="ns/a"} 5.0' in body
     assert 'taskscale_redis_errors_total{operation="observe"} 0.0' in body
 
 

@@ -161,7 +161,7 @@ def test_demand_signal_wakes_a_scaler_at_zero_long_before_its_poll_interval(
         wait_until(
             lambda: (
                 reconciler.metrics.sample(
-                    "taskscale_scaler_current_replicas", {"scaler": config.key}
+                    "taskscale_current_replicas", {"scaler": config.key}
                 )
                 == 0.0
             ),
@@ -298,7 +298,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
     reconciler.upsert(config, actuator=actuator, redis_url=redis_url)
     reconciler.reconcile_due()
     assert (
-        reconciler.metrics.sample("taskscale_scaler_desired_replicas", {"scaler": config.key})
+        reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key})
         == 0.0
     )
 
@@ -310,7 +310,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
     assert actuator.replicas == 0
     assert reconciler.keys() == []
     assert (
-        reconciler.metrics.sample("taskscale_scaler_desired_replicas", {"scaler": config.key})
+        reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key})
         is None
     )
 
