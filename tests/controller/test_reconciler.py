@@ -160,9 +160,7 @@ def test_demand_signal_wakes_a_scaler_at_zero_long_before_its_poll_interval(
         assert reconciler.wait_listening(10)
         wait_until(
             lambda: (
-                reconciler.metrics.sample(
-                    "taskscale_current_replicas", {"scaler": config.key}
-                )
+                reconciler.metrics.sample("taskscale_current_replicas", {"scaler": config.key})
                 == 0.0
             ),
             what="first pass",
@@ -297,10 +295,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
     config = scaler()
     reconciler.upsert(config, actuator=actuator, redis_url=redis_url)
     reconciler.reconcile_due()
-    assert (
-        reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key})
-        == 0.0
-    )
+    assert reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key}) == 0.0
 
     reconciler.remove(config.key)
     enqueue(r, keys, "email", 2)
@@ -309,10 +304,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
 
     assert actuator.replicas == 0
     assert reconciler.keys() == []
-    assert (
-        reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key})
-        is None
-    )
+    assert reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key}) is None
 
 
 def test_changed_spec_is_reconciled_at_once(
