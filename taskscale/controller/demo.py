@@ -77,7 +77,7 @@ class DemoSettings:
     def settle_s(self) -> float:
         """Quiet time the run ends with, so replicas can return to zero."""
         return (
-            self.idle_threshold_s + self.scale_down_stabilization_s + 3 * self.poll_interval_s + 4
+            self.idle_threshold_s + self.scale_down_stabilization_s + 3 * self.poll_interval_s + 6
         )
 
     def policy(self) -> ScalingPolicy:
