@@ -239,6 +239,11 @@ def test_data_that_breaks_the_schema_raises_instead_of_reading_as_idle(
         Observer(r, keys).observe({"s": ObserveRequest(("email",), 0)})
 
 
+def test_a_type_name_that_would_change_key_names_is_refused(r: redis.Redis, keys: Keys) -> None:
+    with pytest.raises(ValueError, match="task type"):
+        Observer(r, keys).observe({"s": ObserveRequest(("a}:b",), 0)})
+
+
 def test_observe_raises_a_redis_error_when_redis_is_unreachable(keys: Keys) -> None:
     server = RedisServer()
     client = redis.Redis(port=server.port, socket_connect_timeout=0.5)  # nothing listens
