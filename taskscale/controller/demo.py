@@ -620,7 +620,9 @@ def summary(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> str:
         )
     if result.reactions_s:
         times = ", ".join(f"{r:.2f}" for r in result.reactions_s)
-        parts.append(f"Scale-ups from zero on new work came {times} s after it was enqueued.")
+        parts.append(
+            f"From zero, the controller started workers {times} s after new work was enqueued."
+        )
     if result.lookahead_starts:
         parts.append(
             f"{result.lookahead_starts} scale-up(s) from zero came from the look-ahead, "
