@@ -16,6 +16,9 @@
 #   TASKSCALE_CACHE_DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/taskscale)
 #   GO                   Go toolchain (default /usr/local/go/bin/go, else `go`)
 #   TASKSCALE_BUILD_JOBS go build -p (default: number of cores, at most 2)
+#   TASKSCALE_KUBELET_CGO 1 builds the kubelet with cgo as official builds do;
+#                        default 0: it then reuses the other binaries' compiled
+#                        packages (cgo recompiles everything above net: +12 min)
 set -euo pipefail
 
 # Everything is inside main so that bash parses the whole script before
@@ -75,6 +78,9 @@ main() {
     } | sha256sum | cut -d' ' -f1
   }
   kube_fp="$(fingerprint "$here/gomod/kube" "$kube_ldflags")"
+  kubelet_cgo="${TASKSCALE_KUBELET_CGO:-0}"
+  kubelet_fp="$(fingerprint "$here/gomod/kube" "$kube_ldflags" "cgo=$kubelet_cgo")"
+  fp_of() { if [ "$1" = kubelet ]; then echo "$kubelet_fp"; else echo "$kube_fp"; fi; }
   etcd_fp="$(fingerprint "$here/gomod/etcd" "$etcd_ldflags")"
   pause_fp="$(fingerprint "$here/gomod/pause" "$etcd_ldflags")"
   helm_fp="$(fingerprint - "$helm_ldflags")"
@@ -84,7 +90,9 @@ main() {
   }
 
   missing=()
-  for b in "${kube_wanted[@]}"; do is_current "$kube_bin" "$b" "$kube_fp" || missing+=("kube:$b"); done
+  for b in "${kube_wanted[@]}"; do
+    is_current "$kube_bin" "$b" "$(fp_of "$b")" || missing+=("kube:$b")
+  done
   if [ "$with_node" = 1 ]; then is_current "$kube_bin" pause "$pause_fp" || missing+=(pause); fi
   is_current "$etcd_bin" etcd "$etcd_fp" || missing+=(etcd)
   is_current "$helm_bin" helm "$helm_fp" || missing+=(helm)
@@ -145,8 +153,8 @@ main() {
   nocgo=() cgo=()
   for b in "${kube_wanted[@]}"; do
     # Re-checked under the lock: another process may have just built it.
-    is_current "$kube_bin" "$b" "$kube_fp" && continue
-    if [ "$b" = kubelet ]; then cgo+=("$b"); else nocgo+=("$b"); fi
+    is_current "$kube_bin" "$b" "$(fp_of "$b")" && continue
+    if [ "$b" = kubelet ] && [ "$kubelet_cgo" = 1 ]; then cgo+=("$b"); else nocgo+=("$b"); fi
   done
   build_kube() {  # $1: CGO_ENABLED; rest: binaries
     local cgo_on="$1"; shift
@@ -156,13 +164,13 @@ main() {
     log "kubernetes $KUBE_VERSION: $* (CGO_ENABLED=$cgo_on)"
     (cd "$here/gomod/kube" && CGO_ENABLED="$cgo_on" "$GO" build -p "$jobs" -tags "$build_tags" \
         -ldflags "$kube_ldflags" -o "$stage/" "${pkgs[@]}") || die "go build of $* failed"
-    for b in "$@"; do install_bin "$stage/$b" "$kube_bin" "$kube_fp"; done
+    for b in "$@"; do install_bin "$stage/$b" "$kube_bin" "$(fp_of "$b")"; done
     log "  done in $((SECONDS - t0)) s"
   }
   build_kube 0 "${nocgo[@]}"
-  # The kubelet uses cgo where available (as official builds do).
   if [ "${#cgo[@]}" -gt 0 ]; then
-    if command -v "${CC:-gcc}" >/dev/null; then build_kube 1 "${cgo[@]}"; else build_kube 0 "${cgo[@]}"; fi
+    command -v "${CC:-gcc}" >/dev/null || die "TASKSCALE_KUBELET_CGO=1 needs a C compiler (gcc)"
+    build_kube 1 "${cgo[@]}"
   fi
 
   if ! is_current "$etcd_bin" etcd "$etcd_fp"; then
