@@ -45,7 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from e2e.cluster.node import LocalNode
 
 CLUSTER_DIR = Path(__file__).resolve().parent
 BUILD_SCRIPT = CLUSTER_DIR / "build.sh"
@@ -397,7 +400,12 @@ class LocalCluster:
     server: str = ""
     _owns_workdir: bool = False
     _pki: Pki | None = None
-    _node: Any = None
+    _node: LocalNode | None = None
+
+    @property
+    def node(self) -> LocalNode | None:
+        """The worker node (``with_node=True``): ``node.import_image(archive)``..."""
+        return self._node
 
     @property
     def kubeconfig(self) -> Path:
@@ -578,6 +586,8 @@ class LocalCluster:
                 "--allow-privileged=true",
                 f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                # Reach the kubelet by its IP: the node's name resolves nowhere.
+                "--kubelet-preferred-address-types=InternalIP",
                 # 127.0.0.1 can't be an Endpoints address; nothing in-cluster needs
                 # the `kubernetes` Service's endpoints on a loopback-only server.
                 "--endpoint-reconciler-type=none",
@@ -625,7 +635,7 @@ class LocalCluster:
         )
 
     def _start_node(self, deadline: float) -> None:
-        from e2e.cluster.node import LocalNode
+        from e2e.cluster.node import LocalNode  # only needed with a node
 
         assert self.binaries is not None and self._pki is not None
         self._node = LocalNode(cluster=self, pki=self._pki, binaries=self.binaries)
@@ -784,8 +794,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(args.state_dir / "cluster", ignore_errors=True)
         return 1
     state = cluster.state()
-    if cluster._node is not None:
-        state["node"] = cluster._node.state()
+    if cluster.node is not None:
+        state["node"] = cluster.node.state()
     state_path.write_text(json.dumps(state, indent=2) + "\n")
     print(f"cluster up: {cluster.server} (logs in {cluster.log_dir})", file=sys.stderr)
     _print_env(cluster.env(), sys.stdout)
