@@ -7,7 +7,10 @@ they are not. With ``KUBECONFIG`` set and ``TASKSCALE_TEST_USE_KUBECONFIG=1``
 it starts nothing and uses that cluster instead (kind, or any other), so the
 same tests run against both.
 
-``kube_namespace`` gives each test its own namespace and deletes it after.
+``kube_node_cluster`` (session scope, root only) adds a real node to a local
+cluster -- containerd, kubelet, scheduler -- so pods really run; with an
+existing cluster it is that cluster. ``kube_namespace`` gives each test its
+own namespace and deletes it after.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from e2e.cluster.localcluster import LocalCluster, ensure_binaries  # noqa: E402
+from e2e.cluster.localcluster import Binaries, LocalCluster, ensure_binaries  # noqa: E402
 
-__all__ = ["KubeCluster", "kube_cluster", "kube_namespace", "wait_for"]
+__all__ = ["KubeCluster", "kube_cluster", "kube_namespace", "kube_node_cluster", "wait_for"]
 
 USE_KUBECONFIG_ENV = "TASKSCALE_TEST_USE_KUBECONFIG"
 T = TypeVar("T")
@@ -103,22 +106,46 @@ def kube_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
     if existing is not None:
         yield existing
         return
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    # Show build progress live: a cold build takes long and must not look hung.
-    with capture.global_and_fixture_disabled():
-        binaries = ensure_binaries(
-            announce=lambda message: print(f"\n{message}", file=sys.stderr, flush=True)
-        )
-    with LocalCluster(binaries=binaries) as cluster:
+    with LocalCluster(binaries=_binaries(request, with_node=False)) as cluster:
         yield KubeCluster(kubeconfig=cluster.kubeconfig, server=cluster.server, local=cluster)
 
 
+@pytest.fixture(scope="session")
+def kube_node_cluster(request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
+    """A cluster whose pods really run: local with one node (root), or $KUBECONFIG."""
+    existing = _existing_cluster()
+    if existing is not None:
+        yield existing
+        return
+    if os.geteuid() != 0:
+        pytest.skip("a local kubelet node needs root (containerd, cgroups, CNI)")
+    binaries = _binaries(request, with_node=True)
+    with LocalCluster(binaries=binaries, with_node=True) as cluster:
+        yield KubeCluster(kubeconfig=cluster.kubeconfig, server=cluster.server, local=cluster)
+
+
+def _binaries(request: pytest.FixtureRequest, *, with_node: bool) -> Binaries:
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    # Show build progress live: a cold build takes long and must not look hung.
+    with capture.global_and_fixture_disabled():
+        return ensure_binaries(
+            with_node=with_node,
+            announce=lambda message: print(f"\n{message}", file=sys.stderr, flush=True),
+        )
+
+
 @pytest.fixture
-def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A new namespace for one test, deleted (without waiting) afterwards."""
+def kube_namespace(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new namespace for one test, deleted (without waiting) afterwards.
+
+    It is made in ``kube_node_cluster`` if the test uses that, else in
+    ``kube_cluster``.
+    """
+    wanted = "kube_node_cluster" if "kube_node_cluster" in request.fixturenames else "kube_cluster"
+    cluster: KubeCluster = request.getfixturevalue(wanted)
     stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     name = f"ts-{stem}-{uuid.uuid4().hex[:6]}"
-    with kube_cluster.api_client() as api:
+    with cluster.api_client() as api:
         core = client.CoreV1Api(api)
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
         try:
