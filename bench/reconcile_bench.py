@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import statistics
 import sys
 import time
@@ -292,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         Layout(f"1 scaler x {args.types} types", 1, args.types),
         Layout(f"{args.types // 10} scalers x 10 types", args.types // 10, 10),
     ]
+    # SIGTERM unwinds like Ctrl-C, so the bench's redis-server is stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     keys = Keys("bench")
     results: dict[str, list[dict[str, dict[str, float]]]] = {layout.name: [] for layout in layouts}
     with LocalRedis() as server:
