@@ -71,6 +71,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat seconds (default 2)")
     p.add_argument("--grace", type=float, default=30.0, help="shutdown grace seconds (default 30)")
     p.add_argument("--idle-wait", type=float, default=2.0, help="longest idle BLPOP, seconds")
+    p.add_argument(
+        "--max-lost",
+        type=int,
+        default=5,
+        help="dead-letter a task whose worker died this many times running it (default 5)",
+    )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
     p.set_defaults(func=_guarded(_worker))
@@ -149,6 +155,7 @@ def _worker(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         grace_s=args.grace,
         idle_wait_s=args.idle_wait,
+        max_lost=args.max_lost,
         worker_id=args.worker_id,
     )
     missing = [t for t in settings.types if t not in registry]

@@ -48,6 +48,8 @@ class Envelope:
     reply_to: str | None = None
     reply_ttl: int = DEFAULT_REPLY_TTL_S
     fanout: str | None = None
+    #: Times the reaper returned this task because its worker died running it.
+    reaped: int = 0
     fields: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -131,6 +133,7 @@ def decode(raw: str | bytes) -> Envelope:
         reply_to=doc["reply_to"] if isinstance(doc.get("reply_to"), str) else None,
         reply_ttl=_int(doc, "reply_ttl", DEFAULT_REPLY_TTL_S),
         fanout=doc["fanout"] if isinstance(doc.get("fanout"), str) else None,
+        reaped=_int(doc, "reaped", 0),
         fields=doc,
     )
 

@@ -89,6 +89,10 @@ class WorkerSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Most outcomes recorded by one complete.lua call.
     max_flush: int = 512
+    #: A task whose worker died this many times while running it (reaped after
+    #: its lease expired) is dead-lettered instead of run again: a poison pill
+    #: that crashes or OOM-kills every worker must not cycle forever.
+    max_lost: int = 5
 
     def __post_init__(self) -> None:
         if not self.types:
@@ -101,6 +105,8 @@ class WorkerSettings:
             raise ValueError("--heartbeat must be positive and shorter than --lease")
         if self.grace_s < 0 or self.idle_wait_s <= 0:
             raise ValueError("--grace must be >= 0 and the idle wait positive")
+        if self.max_lost < 1:
+            raise ValueError("--max-lost must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -342,6 +348,12 @@ class Worker:
         if self.metrics is not None:
             since = env.due_ms or env.enqueued_ms or task.now_ms
             self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
+        if env.reaped >= self.settings.max_lost:
+            error = (
+                f"its worker died {env.reaped} times while running it (lease expired); "
+                f"dead-lettered instead of run again (--max-lost {self.settings.max_lost})"
+            )
+            return self._failed(env, 0, "LostWorker", error, final=True)
         fn = self.registry.get(env.type)
         if fn is None:
             error = f"no function registered for task type {env.type!r} on worker {self.id}"

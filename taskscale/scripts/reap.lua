@@ -9,6 +9,10 @@
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  most workers to reap in this call
 --
+-- Each returned envelope gets "reaped" (times its worker died while running
+-- it) appended as its last field; the worker dead-letters a task reaped too
+-- often instead of running it again (a poison pill that kills every worker).
+--
 -- Returns {workers reaped, tasks requeued, more (1 if the batch was full)}.
 
 local prefix = ARGV[1]
@@ -16,19 +20,33 @@ local limit = tonumber(ARGV[2]) or 100
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- Append "field":value as the envelope's last member (a JSON decoder keeps
+-- the last of duplicate keys); never re-encode, which would turn [] into {}.
+local function stamp(env, field, value)
+    local pos = #env
+    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
+        pos = pos - 1
+    end
+    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
+end
+
 local function back_to_head(env)
     local ok, doc = pcall(cjson.decode, env)
-    local ttype, level = nil, 5
+    local ttype, level, reaped = nil, 5, 1
     if ok and type(doc) == 'table' then
         ttype = doc.type
         local p = doc.priority
         if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
             level = p
         end
+        if type(doc.reaped) == 'number' and doc.reaped >= 0 then
+            reaped = math.floor(doc.reaped) + 1
+        end
     end
     if type(ttype) ~= 'string' then
         return 0
     end
+    env = stamp(env, 'reaped', reaped)
     local qkey = prefix .. 'q:' .. ttype .. ':' .. level
     if redis.call('LPUSH', qkey, env) == 1 then
         redis.call('PUBLISH', prefix .. 'demand', ttype)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from taskscale import envelope
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer, ProducerSettings
@@ -379,6 +380,22 @@ def test_promote_moves_only_due_tasks_to_the_tail_keeping_priority(
     assert [t["args"][0] for t in queue] == ["ready", "due"]  # tail, not head
     assert queue[1]["id"] == due_id and queue[1]["due_ms"] <= now
     assert r.zcard(keys.delayed("a")) == 1
+
+
+def test_reap_counts_each_return_in_the_envelope_without_reencoding_it(
+    r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("a")  # args [] and kwargs {} must stay an array and an object
+    for expected in (1, 2):
+        heartbeat(r, keys, "w", lease_ms=60_000)
+        claim(r, keys, 1, "a", worker="w")
+        r.zadd(keys.workers, {"w": 1})  # the worker's heartbeat stopped
+        scripts_for(r).reap(keys=[keys.active, keys.workers], args=[keys.prefix, 10], client=r)
+        raw = r.lindex(keys.queue("a"), 0) or b"{}"
+        doc = json.loads(raw)
+        assert doc["reaped"] == expected
+        assert doc["args"] == [] and doc["kwargs"] == {}
+        assert envelope.decode(raw).reaped == expected
 
 
 def test_reap_returns_tasks_of_expired_workers_only(

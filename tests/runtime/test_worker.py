@@ -118,6 +118,22 @@ def test_unknown_type_is_dead_lettered_not_dropped(
     assert int(r.hget(keys.active, "mystery") or 0) == 0
 
 
+def test_task_whose_worker_died_max_lost_times_is_dead_lettered_not_run_again(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    ran: list[str] = []
+    reg = TaskRegistry()
+    reg.register("pill", lambda name: ran.append(name))
+    producer.enqueue("pill", "survivor", extra={"reaped": 1})
+    producer.enqueue("pill", "poison", extra={"reaped": 2})
+    with running_worker(redis_url, ("pill",), threads=1, registry=reg, max_lost=2):
+        wait_until(lambda: r.llen(keys.dead("pill")) == 1 and ran == ["survivor"])
+    [dead] = [json.loads(d) for d in r.lrange(keys.dead("pill"), 0, -1)]
+    assert dead["error"].startswith("LostWorker: its worker died 2 times")
+    assert json.loads(dead["envelope"])["args"] == ["poison"]
+    assert int(r.hget(keys.active, "pill") or 0) == 0
+
+
 def test_result_that_is_not_json_fails_the_task_with_a_clear_error(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
