@@ -398,6 +398,9 @@ class LocalCluster:
     verbosity: int = 1
     components: list[Component] = field(default_factory=list)
     server: str = ""
+    # Where the apiserver listens: loopback, or with a node the node's bridge
+    # address, so that pods reach it through the `kubernetes` Service too.
+    api_address: str = "127.0.0.1"
     _owns_workdir: bool = False
     _pki: Pki | None = None
     _node: LocalNode | None = None
@@ -457,12 +460,14 @@ class LocalCluster:
         self.log_dir.mkdir(exist_ok=True)
         deadline = time.monotonic() + self.startup_timeout
         try:
+            if self.with_node:
+                self._prepare_node()
             self._make_pki()
             self._start_etcd(deadline)
             self._start_apiserver(deadline)
             self._start_controller_manager()
-            if self.with_node:
-                self._start_node(deadline)
+            if self._node is not None:
+                self._node.start(deadline)
             self._wait(
                 "the default ServiceAccount",
                 lambda: (
@@ -482,6 +487,7 @@ class LocalCluster:
         pki.key("service-account")
         pki.public_key("service-account")
         sans = [
+            f"IP:{self.api_address}",
             "IP:127.0.0.1",
             f"IP:{SERVICE_API_IP}",
             "DNS:localhost",
@@ -564,15 +570,15 @@ class LocalCluster:
     def _start_apiserver(self, deadline: float) -> None:
         assert self.binaries is not None and self._pki is not None
         port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        self.server = f"https://{self.api_address}:{port}"
         pki = self._pki.dir
         self._start(
             "kube-apiserver",
             [
                 self.binaries.kube("kube-apiserver"),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.api_address}",
+                f"--advertise-address={self.api_address}",
                 f"--secure-port={port}",
                 f"--cert-dir={self._dir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
@@ -588,9 +594,9 @@ class LocalCluster:
                 f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
                 # Reach the kubelet by its IP: the node's name resolves nowhere.
                 "--kubelet-preferred-address-types=InternalIP",
-                # 127.0.0.1 can't be an Endpoints address; nothing in-cluster needs
-                # the `kubernetes` Service's endpoints on a loopback-only server.
-                "--endpoint-reconciler-type=none",
+                # 127.0.0.1 can't be an Endpoints address, and without a node
+                # nothing in-cluster needs the `kubernetes` Service's endpoints.
+                f"--endpoint-reconciler-type={'lease' if self._node else 'none'}",
                 "--profiling=false",
                 f"--v={self.verbosity}",
             ],
@@ -634,12 +640,14 @@ class LocalCluster:
             ],
         )
 
-    def _start_node(self, deadline: float) -> None:
+    def _prepare_node(self) -> None:
         from e2e.cluster.node import LocalNode  # only needed with a node
 
-        assert self.binaries is not None and self._pki is not None
-        self._node = LocalNode(cluster=self, pki=self._pki, binaries=self.binaries)
-        self._node.start(deadline)
+        assert self.binaries is not None
+        self._node = LocalNode(cluster=self, binaries=self.binaries)
+        # The node's bridge must exist before the apiserver binds its address.
+        self._node.prepare()
+        self.api_address = self._node.node_ip
 
     # -- talking to the API ----------------------------------------------------
 
@@ -654,7 +662,7 @@ class LocalCluster:
         """One admin request with the standard library (no client needed)."""
         port = int(self.server.rsplit(":", 1)[1])
         conn = http.client.HTTPSConnection(
-            "127.0.0.1", port, context=self.ssl_context(), timeout=10
+            self.api_address, port, context=self.ssl_context(), timeout=10
         )
         try:
             payload = json.dumps(body).encode() if body is not None else None
@@ -673,11 +681,13 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop every component (newest first) and remove the directory we made."""
-        if self._node is not None:
-            self._node.stop()
-            self._node = None
+        node, self._node = self._node, None
+        if node is not None:
+            node.stop()
         while self.components:
             self.components.pop().stop()
+        if node is not None:
+            node.cleanup()  # the bridge goes last: the apiserver listens on it
         if self._owns_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None

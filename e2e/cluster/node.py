@@ -235,12 +235,24 @@ def _kill_shims(address: str) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
+def _other_kube_proxies() -> bool:
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and (proc / "comm").read_text().strip() == "kube-proxy":
+                return True
+    return False
+
+
 def cleanup_detached(state: dict[str, Any]) -> None:
     """Undo what a node left on the host once its processes are gone."""
     _kill_cgroup(state["cgroup_root"])
     _kill_shims(state["containerd_address"])
     _unmount_under(Path(state["dir"]))
     _run("ip", "link", "delete", state["bridge"], check=False)
+    # kube-proxy's KUBE-* chains are host-wide: only remove them if no other
+    # local cluster's kube-proxy is still using them.
+    if not _other_kube_proxies():
+        _run(state["kube_proxy"], "--cleanup", check=False)
 
 
 # --- the node -------------------------------------------------------------------
@@ -249,9 +261,8 @@ def cleanup_detached(state: dict[str, Any]) -> None:
 class LocalNode:
     """containerd + kubelet + kube-scheduler, attached to a :class:`LocalCluster`."""
 
-    def __init__(self, *, cluster: LocalCluster, pki: Pki, binaries: Binaries) -> None:
+    def __init__(self, *, cluster: LocalCluster, binaries: Binaries) -> None:
         self.cluster = cluster
-        self.pki = pki
         self.binaries = binaries
         self.dir = cluster._dir / "node"
         suffix = os.urandom(2).hex()
@@ -262,12 +273,19 @@ class LocalNode:
         self.containerd_address = str(self.dir / "containerd" / "containerd.sock")
         self.components: list[Any] = []
 
+    @property
+    def pki(self) -> Pki:
+        """The cluster's PKI (made after :meth:`prepare`, before :meth:`start`)."""
+        assert self.cluster._pki is not None
+        return self.cluster._pki
+
     def state(self) -> dict[str, Any]:
         return {
             "dir": str(self.dir),
             "bridge": self.bridge,
             "cgroup_root": self.cgroup_root,
             "containerd_address": self.containerd_address,
+            "kube_proxy": str(self.binaries.kube("kube-proxy")),
         }
 
     # -- start -------------------------------------------------------------------
@@ -290,15 +308,19 @@ class LocalNode:
         self.components.append(component)
         self.cluster.components.append(component)
 
-    def start(self, deadline: float) -> None:
+    def prepare(self) -> None:
+        """Host set-up that the control plane needs first (the node's address)."""
         self._check_host()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._make_bridge()
         _make_cgroup(self.cgroup_root)
+
+    def start(self, deadline: float) -> None:
         self._start_containerd(deadline)
-        self._import_image(self._sandbox_image())
+        self.import_image(self._sandbox_image())
         self._start_scheduler()
         self._start_kubelet()
+        self._start_kube_proxy()
         self.cluster._wait(f"node {NODE_NAME} Ready", self._node_ready, deadline)
 
     def _make_bridge(self) -> None:
@@ -322,6 +344,8 @@ class LocalNode:
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": str(self.subnet), "gateway": self.node_ip}]],
+                        # Service IPs are routed via the host (kube-proxy DNATs them).
+                        "routes": [{"dst": "0.0.0.0/0"}],
                         "dataDir": str(self.dir / "cni" / "ipam"),
                     },
                 },
@@ -379,9 +403,6 @@ state = "{root / "state"}"
             user="65535:65535",
             out=self.dir / "pause.oci.tar",
         )
-
-    def _import_image(self, archive: Path) -> None:
-        self.import_image(archive)
 
     def import_image(self, archive: Path) -> None:
         """Import an image archive (OCI layout or ``docker save``) for pods to use."""
@@ -477,6 +498,43 @@ state = "{root / "state"}"
             ],
         )
 
+    def _start_kube_proxy(self) -> None:
+        """iptables kube-proxy, so Services (the API's own, 10.0.0.1) work in pods."""
+        from e2e.cluster.localcluster import free_port
+
+        self.pki.issue("kube-proxy", "system:kube-proxy")
+        kubeconfig = self.cluster._component_kubeconfig("kube-proxy")
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables",
+            "hostnameOverride": NODE_NAME,
+            "clusterCIDR": str(self.subnet),
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            # NodePorts only on the bridge, never on the host's own interfaces.
+            "nodePortAddresses": [f"{self.node_ip}/32"],
+            # Leave the host's sysctls alone (conntrack sizes, route_localnet).
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+            "iptables": {"localhostNodePorts": False},
+        }
+        config_path = self.dir / "kube-proxy-config.json"
+        config_path.write_text(json.dumps(config, indent=2))
+        self._start(
+            "kube-proxy",
+            [
+                self.binaries.kube("kube-proxy"),
+                f"--config={config_path}",
+                f"--v={self.cluster.verbosity}",
+            ],
+        )
+
     def _node_ready(self) -> bool:
         status, node = self.cluster.request("GET", f"/api/v1/nodes/{NODE_NAME}")
         if status != 200:
@@ -501,7 +559,7 @@ state = "{root / "state"}"
         return len(result.stdout.split()) if result.returncode == 0 else 0
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Let the kubelet tear pods down (CNI DEL), then stop and clean up."""
+        """Let the kubelet tear pods down (CNI DEL), then stop the node's processes."""
         by_name = {c.name: c for c in self.cluster.components}
         kubelet = by_name.get("kubelet")
         if kubelet is not None and kubelet.process.poll() is None:
@@ -519,6 +577,9 @@ state = "{root / "state"}"
             if component in self.cluster.components:
                 self.cluster.components.remove(component)
         self.components.clear()
+
+    def cleanup(self) -> None:
+        """Remove what the node left on the host (after every process stopped)."""
         cleanup_detached(self.state())
 
     def _delete_all_pods(self) -> None:
