@@ -88,7 +88,8 @@ class BenchSettings:
     #: When set, py-spy samples every worker process during drain runs and
     #: the collapsed stacks and their summary are written here.
     profile_dir: Path | None = None
-    profile_seconds: float = 5.0
+    #: Profile only samples holding the GIL (py-spy --gil).
+    profile_gil: bool = False
     peer_venv: Path = DEFAULT_PEER_VENV
     out: Path = ROOT / "bench" / "results" / "runtime.json"
     plot: Path = ROOT / "docs" / "img" / "runtime.png"
@@ -304,9 +305,16 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
     enqueue_sample.loadavg = os.getloadavg()
     h.client.config_resetstat()
     commands = worker_commands(h, peer, workers=workers, delayed=False)
-    spawned = time.time()
     label = f"drain{workers}-r{run}"
-    with h.workers(peer, commands, label) as procs, profilers(h, peer, label, procs):
+    if h.settings.profile_dir is not None:
+        h.settings.profile_dir.mkdir(parents=True, exist_ok=True)
+        mode = "gil" if h.settings.profile_gil else "all"
+        commands = [
+            under_profiler(h, argv, h.settings.profile_dir / f"{peer}-{label}-{i}-{mode}.txt")
+            for i, argv in enumerate(commands)
+        ]
+    spawned = time.time()
+    with h.workers(peer, commands, label) as procs, profilers(h, procs):
         window = h.settings.drain_window
         timeout = 60 + window
         totals = wait_for_count(h.client, n, timeout=timeout, procs=procs, window=window)
@@ -335,7 +343,7 @@ def measure_lateness(h: Harness, peer: str, run: int) -> Sample:
     rate x seconds delayed tasks; p50/p99 of start minus due."""
     s = h.settings
     count = int(s.late_rate * s.late_seconds)
-    lead = 3.0 + count / 2000
+    lead = 3.0 + count / 800  # the slowest scheduler seen writes ~1k/s on a busy machine
     h.client.flushall()
     workers = max(s.workers)
     commands = worker_commands(h, peer, workers=workers, delayed=True)
@@ -389,33 +397,29 @@ def finite_ms(seconds: float) -> float | None:
     return None if seconds == float("inf") else seconds * 1000
 
 
+def under_profiler(h: Harness, argv: list[str], path: Path) -> list[str]:
+    """``argv`` run under ``py-spy record`` (raw collapsed stacks to ``path``).
+    py-spy's attach mode can't read this sandbox's processes; launch mode can."""
+    spy = [f"{h.bindir}/py-spy", "record", "-f", "raw", "-r", "200", "--nonblocking"]
+    spy += ["-d", str(int(h.settings.drain_window + 120)), "-o", str(path)]
+    if h.settings.profile_gil:
+        spy.append("--gil")
+    return [*spy, "--", *argv]
+
+
 @contextmanager
-def profilers(
-    h: Harness, peer: str, label: str, procs: Sequence[subprocess.Popen[bytes]]
-) -> Iterator[None]:
-    """py-spy on every worker process (all non-idle samples, and only those
-    holding the GIL), if profiling was asked for; waits for them at exit."""
-    out = h.settings.profile_dir
-    if out is None:
-        yield
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    spies = []
-    for index, proc in enumerate(procs):
-        for mode, flags in (("all", []), ("gil", ["--gil"])):
-            argv = [f"{h.bindir}/py-spy", "record", "-p", str(proc.pid), "-f", "raw"]
-            argv += ["-d", str(h.settings.profile_seconds), "-r", "200", "--nonblocking"]
-            argv += ["-o", str(out / f"{peer}-{label}-{index}-{mode}.txt"), *flags]
-            spies.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+def profilers(h: Harness, procs: Sequence[subprocess.Popen[bytes]]) -> Iterator[None]:
+    """When profiling, end with SIGINT to every group: py-spy writes its
+    stacks on SIGINT (not on SIGTERM) and the worker stops gracefully."""
     try:
         yield
     finally:
-        for spy in spies:
-            try:
-                spy.wait(h.settings.profile_seconds + 30)
-            except subprocess.TimeoutExpired:
-                spy.kill()
-                spy.wait(5)
+        if h.settings.profile_dir is not None:
+            for proc in procs:
+                signal_group(proc, signal.SIGINT)
+            for proc in procs:
+                with suppress(subprocess.TimeoutExpired):
+                    proc.wait(20)
 
 
 def summarize_profile(path: Path, top: int = 12) -> dict[str, Any]:
@@ -423,6 +427,7 @@ def summarize_profile(path: Path, top: int = 12) -> dict[str, Any]:
     py-spy ``raw`` (collapsed stacks) file."""
     roles: dict[str, int] = {}
     leaves: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -431,22 +436,25 @@ def summarize_profile(path: Path, top: int = 12) -> dict[str, Any]:
         count = int(count_text)
         frames = stack.split(";")
         total += count
-        role = next(
-            (r for r in THREAD_ROLES if any(f.startswith(r + " ") for f in frames)), "other"
-        )
+        names = [f.split(" (")[0].rsplit(".", 1)[-1] for f in frames]
+        role = next((r for r in THREAD_ROLES if r in names), "other")
         roles[role] = roles.get(role, 0) + count
         leaf = frames[-1]
         leaves[leaf] = leaves.get(leaf, 0) + count
+        for name in {f.split(" (")[0] for f in frames if "taskscale/" in f}:
+            inclusive[name] = inclusive.get(name, 0) + count
     ranked = sorted(leaves.items(), key=lambda kv: -kv[1])[:top]
+    ranked_incl = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
     return {
         "samples": total,
         "roles": {k: v / total for k, v in sorted(roles.items(), key=lambda kv: -kv[1])},
         "leaves": [(name, n / total) for name, n in ranked],
+        "inclusive": [(name, n / total) for name, n in ranked_incl],
     }
 
 
 #: Worker thread entry functions (taskscale.worker.Worker), for the summary.
-THREAD_ROLES = ("_claimer", "_executor", "_reporter", "run")
+THREAD_ROLES = ("_claimer", "_executor", "_reporter", "_flush_forever", "run")
 
 
 def worker_commands(h: Harness, peer: str, *, workers: int, delayed: bool) -> list[list[str]]:
@@ -531,7 +539,19 @@ def metric_values(samples: Sequence[Sample], peer: str, key: str) -> list[float]
     if key.startswith("drain"):
         w = int(key.removeprefix("drain"))
         return [x.rate for x in mine if x.op == "drain" and x.workers == w]
-    return [float(x.extra[key]) for x in mine if x.op == "lateness"]
+    # Lateness: every run whose schedule was written in time counts; a run
+    # in which some tasks never ran counts as infinitely late at the
+    # percentiles those tasks reach (dropping it would flatter the system).
+    late = [x for x in samples if x.peer == peer and x.op == "lateness" and x.extra]
+    valid = [x for x in late if x.extra["scheduled_ahead_s"] >= 0]
+    return [INF if x.extra[key] is None else float(x.extra[key]) for x in valid]
+
+
+INF = float("inf")
+
+
+def finite_or_none(value: float) -> float | None:
+    return None if value == INF else value
 
 
 def summarize(samples: Sequence[Sample], peers: Sequence[str]) -> dict[str, Any]:
@@ -541,7 +561,7 @@ def summarize(samples: Sequence[Sample], peers: Sequence[str]) -> dict[str, Any]
         medians[peer] = {}
         for key, _, _ in METRICS:
             values = metric_values(samples, peer, key)
-            medians[peer][key] = statistics.median(values) if values else None
+            medians[peer][key] = finite_or_none(statistics.median(values)) if values else None
     ratios: dict[str, dict[str, Any]] = {}
     for key, _, higher in METRICS:
         others = [(p, medians[p][key]) for p in peers if p != "taskscale"]
@@ -579,6 +599,7 @@ def markdown_table(result: dict[str, Any]) -> str:
     the ratio row, so docs/benchmarks.md never retypes a number."""
     peers = list(result["summary"]["medians"])
     samples = [Sample(**{**x, "loadavg": tuple(x["loadavg"])}) for x in result["samples"]]
+    summary = summarize(samples, peers)
     lines = ["| system | " + " | ".join(label for _, label, _ in METRICS) + " |"]
     lines.append("|---" * (len(METRICS) + 1) + "|")
     for peer in peers:
@@ -589,19 +610,15 @@ def markdown_table(result: dict[str, Any]) -> str:
                 cells.append(fell_behind_cell(samples, peer, key))
                 continue
             median = statistics.median(values)
-            spread = (
-                f"{min(values):,.0f}-{max(values):,.0f}"
-                if median >= 10
-                else (f"{min(values):.1f}-{max(values):.1f}")
-            )
-            shown = f"{median:,.0f}" if median >= 10 else f"{median:.1f}"
+            spread = f"{number(min(values))}-{number(max(values))}"
+            shown = number(median)
             cells.append(
                 f"**{shown}** ({spread})" if peer == "taskscale" else f"{shown} ({spread})"
             )
         lines.append(f"| {peer} | " + " | ".join(cells) + " |")
     ratio_cells = []
     for key, _, higher in METRICS:
-        r = result["summary"]["ratios"].get(key)
+        r = summary["ratios"].get(key)
         if r is None or r["ratio"] is None:
             ratio_cells.append("-")
         else:
@@ -609,6 +626,12 @@ def markdown_table(result: dict[str, Any]) -> str:
             ratio_cells.append(f"{r['ratio']:.1f}x {word} than {r['best_peer']}")
     lines.append("| taskscale vs best peer | " + " | ".join(ratio_cells) + " |")
     return "\n".join(lines)
+
+
+def number(value: float) -> str:
+    if value == INF:
+        return "never"
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
 
 
 def fell_behind_cell(samples: Sequence[Sample], peer: str, key: str) -> str:
@@ -672,7 +695,11 @@ def print_profiles(directory: Path) -> None:
         summary = summarize_profile(path)
         print(f"\n{path.name}: {summary['samples']} samples")
         print("  by thread: " + ", ".join(f"{k} {v:.0%}" for k, v in summary["roles"].items()))
+        print("  self (leaf) time:")
         for name, share in summary["leaves"]:
+            print(f"  {share:6.1%}  {name}")
+        print("  inclusive time in taskscale functions:")
+        for name, share in summary["inclusive"]:
             print(f"  {share:6.1%}  {name}")
 
 
@@ -707,6 +734,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--late-seconds", type=float)
     p.add_argument("--drain-window", type=float, default=30.0, help="longest drain, seconds")
     p.add_argument("--profile", type=Path, help="py-spy the drain workers; stacks go here")
+    p.add_argument("--profile-gil", action="store_true", help="only samples holding the GIL")
     p.add_argument("--peer-venv", type=Path, default=DEFAULT_PEER_VENV)
     p.add_argument("--out", type=Path)
     p.add_argument("--plot", type=Path)
@@ -724,6 +752,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         late_rate=a.late_rate,
         drain_window=a.drain_window,
         profile_dir=a.profile,
+        profile_gil=a.profile_gil,
         late_seconds=a.late_seconds or (5.0 if a.quick else base.late_seconds),
         peer_venv=a.peer_venv,
         out=a.out or ROOT / "bench" / "results" / f"runtime{suffix}.json",
