@@ -8,7 +8,7 @@ it starts nothing and uses that cluster instead (kind, or any other), so the
 same tests run against both.
 
 ``kube_node_cluster`` (session scope, root only) adds a real node to a local
-cluster -- containerd, kubelet, scheduler -- so pods really run; with an
+cluster -- containerd, kubelet, scheduler, kube-proxy -- so pods really run; with an
 existing cluster it is that cluster. ``kube_namespace`` gives each test its
 own namespace and deletes it after.
 """

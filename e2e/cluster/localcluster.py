@@ -13,9 +13,11 @@ binaries directly, as plain processes, in a throw-away directory:
 * optionally (``with_node=True``) kube-scheduler and a kubelet on the host's
   containerd, see :mod:`e2e.cluster.node`.
 
-Everything binds to 127.0.0.1. Each component runs in its own process group
-and is stopped with it; the directory is removed on stop. The binaries come
-from ``build.sh`` (built once from the Go module proxy, then cached).
+Everything binds to 127.0.0.1 (with a node, the API server binds the node's
+bridge address instead, see :mod:`e2e.cluster.node`). Each component runs in
+its own process group and is stopped with it; the directory is removed on
+stop. The binaries come from ``build.sh`` (built once from the Go module
+proxy, then cached).
 
 Command line::
 

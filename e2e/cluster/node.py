@@ -1,4 +1,4 @@
-"""A single worker node for the local cluster: containerd, kubelet, scheduler.
+"""A worker node for the local cluster: containerd, kubelet, scheduler, kube-proxy.
 
 Why: end-to-end tests need pods that really run (the worker image, the
 controller pod), and kind can't run where Docker refuses privileged
@@ -20,7 +20,9 @@ What makes it work on machines without registry access:
   (``/taskscale-<id>``), which :meth:`LocalNode.stop` empties and removes.
 
 The node's address is the bridge's gateway address (the kubelet refuses a
-loopback node IP); the kubelet serves only there.
+loopback node IP); the kubelet serves only there, and so does the API server
+of a cluster with a node, so that an iptables kube-proxy can lead pods to it
+through the ``kubernetes`` Service (10.0.0.1:443).
 """
 
 from __future__ import annotations
