@@ -58,6 +58,7 @@ import redis
 
 from bench.peers import PEERS
 from bench.peers.probe import LATE_KEY, PROBE_KEY_PREFIX, PROBES_KEY, URL_ENV
+from taskscale.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -230,8 +231,7 @@ def read_probes(client: redis.Redis) -> ProbeTotals:
         return ProbeTotals(0, 0.0, 0.0)
     pipe = client.pipeline(transaction=False)
     for probe_id in ids:
-        name = probe_id.decode() if isinstance(probe_id, bytes) else str(probe_id)
-        pipe.hgetall(PROBE_KEY_PREFIX + name)
+        pipe.hgetall(PROBE_KEY_PREFIX + text(probe_id))
     rows = [row for row in pipe.execute() if row]
     firsts = [float(r[b"first"]) for r in rows if float(r[b"first"]) > 0]
     return ProbeTotals(
@@ -372,11 +372,14 @@ def measure_lateness(h: Harness, peer: str, run: int) -> Sample:
             error = f"fell behind: {exc}"
     late = read_lateness(h.client)
     sample = Sample(peer, "lateness", run, not error, workers=workers, n=len(late), error=error)
+    if peer == "taskscale":  # its own counters split lateness: due -> claim vs claim -> start
+        stats = h.client.hgetall(Keys().stats("late"))
+        sample.extra["taskscale_stats"] = {text(k): int(v) for k, v in stats.items()}
     sample.loadavg = os.getloadavg()
     # Tasks that never ran count as later than anything measured, so the
     # percentiles of a system that fell behind are lower bounds, not hidden.
     padded = late + [float("inf")] * (count - len(late))
-    sample.extra = {
+    sample.extra |= {
         "p50_ms": finite_ms(percentile(padded, 50)),
         "p99_ms": finite_ms(percentile(padded, 99)),
         "max_ms": finite_ms(max(padded)),
@@ -390,6 +393,10 @@ def measure_lateness(h: Harness, peer: str, run: int) -> Sample:
         sample.ok = False
         sample.error = "the schedule was still being written when the first task was due"
     return sample
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def finite_ms(seconds: float) -> float | None:
