@@ -10,6 +10,7 @@ by themselves after a Redis restart (NOSCRIPT).
 
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass
 from functools import cache
@@ -31,10 +32,20 @@ SCRIPT_NAMES = (
 )
 
 
+#: A line ``--! include lib/<name>.lua`` is replaced by that file's text, so
+#: logic two scripts share (fan-out accounting) is written once; Redis still
+#: receives one self-contained script.
+_INCLUDE = re.compile(r"^--! include (lib/[a-z_]+\.lua)[ \t]*$", re.MULTILINE)
+
+
+def _read(relative: str) -> str:
+    return (resources.files("taskscale") / "scripts" / relative).read_text(encoding="utf-8")
+
+
 @cache
 def script_source(name: str) -> str:
-    """The text of ``taskscale/scripts/<name>.lua``."""
-    return (resources.files("taskscale") / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
+    """The text of ``taskscale/scripts/<name>.lua`` with its includes expanded."""
+    return _INCLUDE.sub(lambda m: _read(m.group(1)).rstrip("\n"), _read(f"{name}.lua"))
 
 
 @dataclass(frozen=True)

@@ -29,39 +29,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local WAKE_CAP = 64
 
-local function fanout_final(f, outcome)
-    local fkey = prefix .. 'fanout:' .. f
-    if redis.call('EXISTS', fkey) == 0 then
-        return
-    end
-    redis.call('HINCRBY', fkey, outcome, 1)
-    local st = redis.call('HMGET', fkey, 'type', 'priority', 'total', 'succeeded', 'failed', 'ttl')
-    local nxt = redis.call('LPOP', fkey .. ':pending')
-    if nxt then
-        local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
-        local env = '{"enqueued_ms":' .. string.format('%d', now) .. ',' .. string.sub(nxt, 2)
-        if redis.call('RPUSH', qkey, env) == 1 then
-            redis.call('PUBLISH', prefix .. 'demand', st[1])
-        end
-        redis.call('HINCRBY', prefix .. 'stats:' .. st[1], 'enqueued', 1)
-        redis.call('RPUSH', prefix .. 'wake:' .. st[1], '1')
-        redis.call('LTRIM', prefix .. 'wake:' .. st[1], -WAKE_CAP, -1)
-    else
-        redis.call('HINCRBY', fkey, 'running', -1)
-    end
-    local total, ok, bad = tonumber(st[3]) or 0, tonumber(st[4]) or 0, tonumber(st[5]) or 0
-    if ok + bad == total then
-        local ttl = tonumber(st[6]) or 86400
-        redis.call('HSET', fkey, 'finished_ms', now)
-        local notice = '{"id":' .. cjson.encode(f) .. ',"total":' .. total
-            .. ',"succeeded":' .. ok .. ',"failed":' .. bad .. '}'
-        redis.call('RPUSH', fkey .. ':done', notice)
-        redis.call('PUBLISH', fkey .. ':done', notice)
-        redis.call('EXPIRE', fkey, ttl)
-        redis.call('EXPIRE', fkey .. ':done', ttl)
-        redis.call('EXPIRE', fkey .. ':pending', ttl)
-    end
-end
+--! include lib/fanout_final.lua
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then

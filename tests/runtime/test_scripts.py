@@ -414,3 +414,14 @@ def test_reap_returns_tasks_of_expired_workers_only(
     assert active(r, keys, "a") == 1
     assert r.zscore(keys.workers, "live-w") is not None
     assert not r.exists(keys.inflight("dead-w"))
+
+
+def test_every_script_is_sent_to_redis_self_contained() -> None:
+    from taskscale.luascripts import SCRIPT_NAMES, script_source
+
+    for name in (*SCRIPT_NAMES, "fanout_submit", "observe"):
+        text = script_source(name)
+        assert "--! include" not in text, name
+    # the shared fan-out accounting is inlined into both scripts that need it
+    assert "local function fanout_final" in script_source("complete")
+    assert "local function fanout_final" in script_source("fail")
