@@ -68,7 +68,9 @@ app.kubernetes.io/component: controller
 {{- end -}}
 
 {{- define "taskscale.examples.redisUrl" -}}
-{{- if .Values.examples.redis.enabled -}}
+{{- if .Values.examples.redisUrl -}}
+{{- .Values.examples.redisUrl -}}
+{{- else if .Values.examples.redis.enabled -}}
 {{- printf "redis://%s.%s.svc:6379/0" (include "taskscale.examples.redisName" .) .Release.Namespace -}}
 {{- else -}}
 {{- required "examples.redisUrl is required when examples.redis.enabled is false" .Values.examples.redisUrl -}}
