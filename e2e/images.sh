@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the taskscale worker and controller images for the e2e suite (or for
-# a local cluster), and optionally save them as archives for `ctr import` or
-# `kind load image-archive`.
+# a local cluster), plus example-redis (Debian's redis-server, for the chart's
+# example Redis where redis:7.2 can't be pulled), and optionally save them as
+# archives for `ctr import` or `kind load image-archive`.
 #
 # Usage: bash e2e/images.sh [--tag TAG] [--save DIR]
 # Environment:
@@ -44,7 +45,7 @@ secret=()
 ca="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 [ -s "$ca" ] && secret=(--secret "id=cacert,src=$ca")
 
-for target in worker controller; do
+for target in worker controller example-redis; do
   image="taskscale-$target:$tag"
   t0=$SECONDS
   "$docker_cli" build -q -f "$repo/deploy/Dockerfile" --target "$target" \
