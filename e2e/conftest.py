@@ -2,21 +2,26 @@
 
 Every test under e2e/ is marked ``e2e`` and runs only with ``--with-e2e``
 (``make e2e`` passes it). The session builds the images (e2e/images.sh),
-brings up a cluster and installs charts/taskscale with its example worker:
+brings up a cluster, installs charts/taskscale with its examples and says on
+the terminal which mode it runs in:
 
-* ``KUBECONFIG`` + ``TASKSCALE_TEST_USE_KUBECONFIG=1``: that cluster (kind:
-  set ``TASKSCALE_E2E_KIND=<cluster name>`` so images are loaded with
-  ``kind load``); the controller runs in pods.
-* otherwise the local control plane of e2e/cluster.
-  ``TASKSCALE_E2E_PODS=0`` forces the host mode below on any cluster. With a kubelet
-  (``TASKSCALE_E2E_NODE=1``) the images are imported into its containerd and
-  worker pods run. Without one (the default where the kubelet can't run), the
-  controller runs as host processes authenticated as the chart's
-  ServiceAccount (so the chart's RBAC is what they get), and a
-  :class:`DeploymentFollower` runs ``taskscale worker`` processes to match the
-  Deployment's replicas, SIGTERMing extra ones as a kubelet would.
-
-Redis is a real redis-server on the host in both local modes.
+* **pods on the local node** (the default as root): the control plane of
+  e2e/cluster with a kubelet on containerd. The images are imported into its
+  containerd, and everything is a real pod: 2 leader-elected controllers, the
+  example worker Deployment, the scheduler and the example Redis (image
+  ``example-redis``, on a fixed ClusterIP because there is no cluster DNS).
+  This process reaches Redis on the Redis pod's IP over the node's bridge.
+* **pods on $KUBECONFIG's cluster** (``TASKSCALE_TEST_USE_KUBECONFIG=1``; kind:
+  ``TASKSCALE_E2E_KIND=<cluster name>`` loads the images with ``kind load``):
+  controllers and workers in pods, Redis on the host (pods reach it through
+  docker0 or ``$TASKSCALE_E2E_HOST_ADDRESS``).
+* **host mode**, the fallback when no node can be started (not root, or the
+  node failed; ``TASKSCALE_E2E_NODE=0`` or ``TASKSCALE_E2E_PODS=0`` force it,
+  ``TASKSCALE_E2E_NODE=1`` makes a node failure an error): the controllers run
+  as host processes authenticated as the chart's ServiceAccount (so the
+  chart's RBAC is what they get), and a :class:`DeploymentFollower` runs
+  ``taskscale worker`` processes to match the Deployment's replicas,
+  SIGTERMing extra ones as a kubelet would; Redis on loopback.
 """
 
 # ruff: noqa: I001  (import order matters: see below)
@@ -29,7 +34,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
+import ipaddress
 from collections.abc import Iterator
 from typing import IO
 from dataclasses import dataclass
@@ -43,8 +50,8 @@ from kubernetes import client
 # e2e.support first: it puts tests/ and tests/chart/ on sys.path.
 from e2e.support import HostRedis, build_images, free_port
 from chartlib import CHART, adopt_crd_if_present, helm, service_account_token
-from kube_fixture import KubeCluster
-from e2e.cluster.localcluster import LocalCluster, ensure_binaries
+from kube_fixture import KubeCluster, wait_for
+from e2e.cluster.localcluster import SERVICE_CIDR, LocalCluster, ensure_binaries
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 
 E2E_DIR = Path(__file__).resolve().parent
@@ -79,6 +86,7 @@ class E2E:
     namespace: str
     redis_url: str  # as the test process reaches it
     pods: bool  # workers and the controller run as real pods
+    mode: str  # said on the terminal: where controllers, workers and Redis run
     controllers: ControllerProcesses | None = None
     follower: DeploymentFollower | None = None
 
@@ -92,60 +100,142 @@ class E2E:
         return int(scale.spec.replicas or 0)
 
 
+# The example Redis Service's fixed ClusterIP on the local cluster (no cluster
+# DNS there): in the static band of SERVICE_CIDR, which dynamic allocation avoids.
+LOCAL_REDIS_CLUSTER_IP = str(ipaddress.ip_network(SERVICE_CIDR).network_address + 10)
+_timings: dict[str, float] = {}
+_mode: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _mode:
+        terminalreporter.write_sep("-", f"e2e mode: {_mode[0]}")
+    if _timings:
+        spent = ", ".join(f"{k} {v:.1f} s" for k, v in _timings.items())
+        terminalreporter.write_line(f"e2e setup: {spent}")
+
+
+@contextlib.contextmanager
+def _timed(what: str) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    _timings[what] = time.monotonic() - started
+
+
+def _say(request: pytest.FixtureRequest, message: str) -> None:
+    """Print on the terminal even without ``-s`` (the mode must be visible)."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n[e2e] {message}", file=sys.stderr, flush=True)
+
+
 def _load_images(images: dict[str, str], local: LocalCluster | None) -> None:
+    """Put the images where the cluster's kubelet finds them (no registry)."""
     docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
     kind = os.environ.get("TASKSCALE_E2E_KIND")
+    node = local.node if local is not None else None
     for image in images.values():
         if kind:
             subprocess.run(["kind", "load", "docker-image", image, "--name", kind], check=True)
-        elif local is not None and local._node is not None:
+        elif node is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 archive = Path(tmp) / "image.tar"
                 subprocess.run([docker, "save", "-o", str(archive), image], check=True)
-                local._node.import_image(archive)
+                node.import_image(archive)
+
+
+def _node_wanted() -> bool | None:
+    """TASKSCALE_E2E_NODE: "1" a node or fail, "0" never, unset: try one as root."""
+    setting = os.environ.get("TASKSCALE_E2E_NODE", "")
+    if os.environ.get("TASKSCALE_E2E_PODS") == "0" or setting == "0":
+        return False
+    if setting == "1":
+        return True
+    return None if os.geteuid() == 0 else False
+
+
+def _start_local(request: pytest.FixtureRequest) -> tuple[LocalCluster, bool]:
+    """The local cluster, with a node when wanted and possible; (cluster, has node)."""
+    wanted = _node_wanted()
+    if wanted is not False:
+        local = LocalCluster(binaries=ensure_binaries(with_node=True), with_node=True)
+        try:
+            with _timed("node cluster start"):
+                local.start()
+            return local, True
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            local.stop()
+            if wanted:
+                raise
+            _say(request, f"no node could be started ({exc}); falling back to host mode")
+    local = LocalCluster(binaries=ensure_binaries(with_node=False), with_node=False)
+    with _timed("control plane start"):
+        local.start()
+    return local, False
 
 
 @pytest.fixture(scope="session")
 def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
-    images = build_images()
+    with _timed("images"):
+        images = build_images()
     existing = os.environ.get("TASKSCALE_TEST_USE_KUBECONFIG") == "1" and os.environ.get(
         "KUBECONFIG"
     )
-    with_node = os.environ.get("TASKSCALE_E2E_NODE") == "1"
     local: LocalCluster | None = None
-    # TASKSCALE_E2E_PODS=0 runs controllers and workers on the host even
-    # against an existing cluster (one whose nodes can't run our images).
-    pods = os.environ.get("TASKSCALE_E2E_PODS", "1" if existing or with_node else "0") == "1"
-    redis_server = HostRedis(host="0.0.0.0" if pods else "127.0.0.1").start()
+    redis_server: HostRedis | None = None
     try:
         if existing:
             path = Path(str(existing).split(os.pathsep)[0])
             cluster = KubeCluster(kubeconfig=path, server="")
+            # TASKSCALE_E2E_PODS=0 runs controllers and workers on the host
+            # even against an existing cluster (one whose nodes can't run our images).
+            pods = os.environ.get("TASKSCALE_E2E_PODS", "1") == "1"
         else:
-            local = LocalCluster(binaries=ensure_binaries(with_node=with_node), with_node=with_node)
-            local.start()
+            local, pods = _start_local(request)
             cluster = KubeCluster(kubeconfig=local.kubeconfig, server=local.server, local=local)
-        _load_images(images, local)
+        redis_pod = pods and local is not None
+        if not redis_pod:
+            redis_server = HostRedis(host="0.0.0.0" if pods else "127.0.0.1").start()
+        if pods:
+            with _timed("image import"):
+                _load_images(images, local)
         namespace = f"e2e-{uuid.uuid4().hex[:6]}"
         with cluster.api_client() as api:
             client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
             )
-        node_ip = getattr(getattr(local, "_node", None), "node_ip", None) or _host_address()
-        env = E2E(
-            cluster=cluster,
-            namespace=namespace,
-            redis_url=redis_server.url(),
-            pods=pods,
-        )
-        # Pods reach the host's Redis through the node (or docker0) address;
-        # host-mode workers and controllers through loopback.
-        worker_url = redis_server.url(node_ip) if pods else redis_server.url()
-        _install_chart(env, images, worker_redis_url=worker_url)
+        if redis_pod:
+            # The chart's example Redis pod; its fixed ClusterIP is reached by
+            # pods and, through kube-proxy, by this process.
+            redis_url = worker_url = f"redis://{LOCAL_REDIS_CLUSTER_IP}:6379/0"
+            mode = "pods on the local node (controller x2, workers, scheduler, Redis)"
+        else:
+            assert redis_server is not None
+            redis_url = redis_server.url()
+            # Pods reach the host's Redis through docker0 (kind) or
+            # $TASKSCALE_E2E_HOST_ADDRESS; host processes through loopback.
+            worker_url = redis_server.url(_host_address()) if pods else redis_url
+            mode = (
+                "pods on $KUBECONFIG's cluster, Redis on the host"
+                if pods
+                else "host processes (controllers, workers, Redis) on the local control plane"
+            )
+        _mode[:] = [mode]
+        _say(request, f"mode: {mode}")
+        env = E2E(cluster=cluster, namespace=namespace, redis_url=redis_url, pods=pods, mode=mode)
+        with _timed("chart install until ready"):
+            _install_chart(env, images, worker_redis_url=worker_url, redis_pod=redis_pod)
+            if pods:
+                _wait_ready(env)
+        if redis_pod:
+            # This process talks to the Redis pod on the node's bridge: no
+            # dependence on kube-proxy's host-wide rules for our own checks.
+            env.redis_url = f"redis://{_pod_ip(env, 'example-redis')}:6379/0"
+        _say(request, "setup: " + ", ".join(f"{k} {v:.1f} s" for k, v in _timings.items()))
         if not pods:
             env.controllers = ControllerProcesses(env, log_dir=Path(tempfile.mkdtemp()))
             env.controllers.start(2)
-            env.follower = DeploymentFollower(env, redis_server.url())
+            env.follower = DeploymentFollower(env, redis_url)
             env.follower.start()
         yield env
     finally:
@@ -167,7 +257,43 @@ def e2e(request: pytest.FixtureRequest) -> Iterator[E2E]:
                     client.CoreV1Api(api).delete_namespace(env.namespace)
         if local is not None:
             local.stop()
-        redis_server.stop()
+        if redis_server is not None:
+            redis_server.stop()
+
+
+def _wait_ready(env: E2E) -> None:
+    """Every Deployment but the worker (at 0) available, and Redis answering."""
+
+    def available() -> bool:
+        with env.cluster.api_client() as api:
+            items = client.AppsV1Api(api).list_namespaced_deployment(env.namespace).items
+        ready = {
+            str(d.metadata.name): (d.status.available_replicas or 0) >= (d.spec.replicas or 0)
+            for d in items
+            if d.metadata and d.status and d.spec
+        }
+        ready.pop(WORKER, None)
+        return bool(ready) and all(ready.values())
+
+    wait_for(available, timeout=300, interval=1, what="the chart's pods ready")
+
+    def pong() -> bool:
+        try:
+            return bool(env.redis().ping())
+        except redis.RedisError:
+            return False
+
+    wait_for(pong, timeout=60, what=f"Redis at {env.redis_url}")
+
+
+def _pod_ip(env: E2E, component: str) -> str:
+    with env.cluster.api_client() as api:
+        pods = client.CoreV1Api(api).list_namespaced_pod(
+            env.namespace, label_selector=f"app.kubernetes.io/component={component}"
+        )
+    ips = [p.status.pod_ip for p in pods.items if p.status and p.status.pod_ip]
+    assert len(ips) == 1, f"{component}: pod IPs {ips}"
+    return str(ips[0])
 
 
 def _host_address() -> str:
@@ -185,7 +311,20 @@ def _host_address() -> str:
     return "127.0.0.1"
 
 
-def _install_chart(env: E2E, images: dict[str, str], *, worker_redis_url: str) -> None:
+def _redis_values(images: dict[str, str], redis_pod: bool) -> dict[str, object]:
+    if not redis_pod:
+        return {"enabled": False}
+    repo, tag = images["example-redis"].rsplit(":", 1)
+    return {
+        "enabled": True,
+        "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
+        "clusterIP": LOCAL_REDIS_CLUSTER_IP,
+    }
+
+
+def _install_chart(
+    env: E2E, images: dict[str, str], *, worker_redis_url: str, redis_pod: bool
+) -> None:
     def repo_tag(image: str) -> tuple[str, str]:
         repo, tag = image.rsplit(":", 1)
         return repo, tag
@@ -202,7 +341,7 @@ def _install_chart(env: E2E, images: dict[str, str], *, worker_redis_url: str) -
         },
         "examples": {
             "enabled": True,
-            "redis": {"enabled": False},
+            "redis": _redis_values(images, redis_pod),
             "redisUrl": worker_redis_url,
             "worker": {
                 "image": {"repository": wrk_repo, "tag": wrk_tag, "pullPolicy": "Never"},

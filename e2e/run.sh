@@ -5,7 +5,8 @@
 #
 # Cluster: $KUBECONFIG with TASKSCALE_TEST_USE_KUBECONFIG=1 (kind: also set
 # TASKSCALE_E2E_KIND=<cluster name>, see deploy/kind/cluster.yaml), else the
-# local control plane of e2e/cluster, with a kubelet when TASKSCALE_E2E_NODE=1.
+# local cluster of e2e/cluster: with a node (pods really run) as root, host
+# processes otherwise (TASKSCALE_E2E_NODE=0 forces that, =1 requires the node).
 # Needs the Docker engine (images); started here if we are root and it isn't.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -71,10 +71,12 @@ def test_200_tasks_scale_deployment_up_from_zero_complete_and_scale_back_to_zero
     wait_for(lambda: e2e.replicas() > 0, timeout=30, interval=0.05, what="a scale-up from 0")
     scaled_up_s = time.monotonic() - started
     peak = 0
+    workers: set[str] = set()  # worker ids registered while the tasks ran
 
     def all_done() -> bool:
         nonlocal peak
         peak = max(peak, e2e.replicas())
+        workers.update(str(w["id"]) for w in collect(e2e.redis(), KEYS)["workers"])
         return int(_type_state(e2e)["completed"]) - before >= 200
 
     wait_for(all_done, timeout=600, interval=0.5, what="200 tasks completed")
@@ -84,6 +86,10 @@ def test_200_tasks_scale_deployment_up_from_zero_complete_and_scale_back_to_zero
     assert state["active"] == 0 and state["queued"] == 0 and state["dead"] == 0
     assert int(e2e.redis().hget(KEYS.active, "sleep") or 0) == 0
     assert peak > 1  # 200 tasks at 4 per replica needed more than one
+    # The Deployment's workers did it (pods, or host processes in host mode),
+    # several of them: worker ids start with their pod's name.
+    assert workers and all(w.startswith(f"{WORKER}-") for w in workers), workers
+    assert len(workers) > 1, workers
 
     wait_for(lambda: e2e.replicas() == 0, timeout=180, what="scale back to zero")
     to_zero_s = time.monotonic() - drained_at
