@@ -22,7 +22,10 @@ test: setup lint
 unit:
 	$(VENV)/pytest -m "not integration and not kube and not slow and not e2e" tests
 
-e2e: setup
+# The end-to-end suite: chart checks, images, then the scenarios with real
+# pods on a local node (root) -- or on $KUBECONFIG's cluster (docs/operations.md).
+e2e:
+	TASKSCALE_SETUP_E2E=1 bash scripts/setup.sh
 	bash e2e/run.sh
 
 bench:

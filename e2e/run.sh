@@ -32,5 +32,9 @@ bash e2e/images.sh --tag e2e >/dev/null
 t2=$SECONDS
 echo "e2e: scenarios" >&2
 .venv/bin/pytest -p no:cacheprovider --with-e2e --timeout=1800 -v -s e2e "$@"
+if [ "$(id -u)" = 0 ] && [ "${TASKSCALE_TEST_USE_KUBECONFIG:-0}" != 1 ]; then
+  echo "e2e: the local node runs real pods (tests/kube/test_local_node.py)" >&2
+  .venv/bin/pytest -p no:cacheprovider --with-e2e -v tests/kube/test_local_node.py
+fi
 t3=$SECONDS
 echo "e2e: chart checks $((t1 - t0)) s, images $((t2 - t1)) s, scenarios $((t3 - t2)) s" >&2

@@ -5,9 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# TASKSCALE_SETUP_KUBE=0: skip the Kubernetes build (the demo needs none of it).
+# TASKSCALE_SETUP_E2E=1: also what the end-to-end suite needs: the Docker
+# engine (images), containerd + runc + CNI plugins (the local kubelet),
+# debootstrap (the base image), prometheus (scenario 3), busybox-static (the
+# node test's image) and the node binaries (kubelet, scheduler, kube-proxy).
 APT_PACKAGES=(redis-server)
 if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
   APT_PACKAGES+=(openssl)
+fi
+if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
+  APT_PACKAGES+=(docker.io containerd runc containernetworking-plugins iptables
+                 debootstrap prometheus busybox-static)
 fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -36,7 +45,11 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
-if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 && -f e2e/cluster/build.sh ]]; then
-  bash e2e/cluster/build.sh
+if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+  if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
+    bash e2e/cluster/build.sh --with-node
+  else
+    bash e2e/cluster/build.sh
+  fi
 fi
 echo "setup: ok"
