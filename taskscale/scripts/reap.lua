@@ -20,48 +20,7 @@ local limit = tonumber(ARGV[2]) or 100
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Append "field":value as the envelope's last member (a JSON decoder keeps
--- the last of duplicate keys); never re-encode, which would turn [] into {}.
-local function stamp(env, field, value)
-    local pos = #env
-    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
-        pos = pos - 1
-    end
-    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
-end
-
-local function back_to_head(env)
-    local ok, doc = pcall(cjson.decode, env)
-    local ttype, level, reaped = nil, 5, 1
-    if ok and type(doc) == 'table' then
-        ttype = doc.type
-        local p = doc.priority
-        if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
-            level = p
-        end
-        if type(doc.reaped) == 'number' and doc.reaped >= 0 then
-            reaped = math.floor(doc.reaped) + 1
-        end
-    end
-    if type(ttype) ~= 'string' then
-        return 0
-    end
-    env = stamp(env, 'reaped', reaped)
-    local qkey = prefix .. 'q:' .. ttype .. ':' .. level
-    if redis.call('LPUSH', qkey, env) == 1 then
-        redis.call('PUBLISH', prefix .. 'demand', ttype)
-    end
-    local skey = prefix .. 'stats:' .. ttype
-    local left = redis.call('HINCRBY', KEYS[1], ttype, -1)
-    if left < 0 then
-        redis.call('HSET', KEYS[1], ttype, 0)
-        redis.call('HINCRBY', skey, 'active_underflow', -left)
-    end
-    redis.call('HINCRBY', skey, 'requeued', 1)
-    redis.call('RPUSH', prefix .. 'wake:' .. ttype, '1')
-    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -64, -1)
-    return 1
-end
+--! include lib/back_to_head.lua
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. now, 'LIMIT', 0, limit)
 local tasks = 0
@@ -69,7 +28,7 @@ for _, worker in ipairs(expired) do
     local ikey = prefix .. 'inflight:' .. worker
     local all = redis.call('HGETALL', ikey)
     for i = 2, #all, 2 do
-        tasks = tasks + back_to_head(all[i])
+        tasks = tasks + back_to_head(all[i], true)
     end
     redis.call('DEL', ikey, prefix .. 'worker:' .. worker)
     redis.call('ZREM', KEYS[2], worker)

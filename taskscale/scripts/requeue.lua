@@ -18,40 +18,13 @@
 
 local prefix, worker, mode = ARGV[1], ARGV[2], ARGV[3]
 
-local function back_to_head(id, env)
-    local ok, doc = pcall(cjson.decode, env)
-    local ttype, level = nil, 5
-    if ok and type(doc) == 'table' then
-        ttype = doc.type
-        local p = doc.priority
-        if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
-            level = p
-        end
-    end
-    if type(ttype) ~= 'string' then
-        return 0
-    end
-    local qkey = prefix .. 'q:' .. ttype .. ':' .. level
-    if redis.call('LPUSH', qkey, env) == 1 then
-        redis.call('PUBLISH', prefix .. 'demand', ttype)
-    end
-    local skey = prefix .. 'stats:' .. ttype
-    local left = redis.call('HINCRBY', KEYS[1], ttype, -1)
-    if left < 0 then
-        redis.call('HSET', KEYS[1], ttype, 0)
-        redis.call('HINCRBY', skey, 'active_underflow', -left)
-    end
-    redis.call('HINCRBY', skey, 'requeued', 1)
-    redis.call('RPUSH', prefix .. 'wake:' .. ttype, '1')
-    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -64, -1)
-    return 1
-end
+--! include lib/back_to_head.lua
 
 local moved = 0
 if mode == 'final' then
     local all = redis.call('HGETALL', KEYS[3])
     for i = 1, #all, 2 do
-        moved = moved + back_to_head(all[i], all[i + 1])
+        moved = moved + back_to_head(all[i + 1], false)
     end
     redis.call('DEL', KEYS[3], KEYS[4])
     redis.call('ZREM', KEYS[2], worker)
@@ -60,7 +33,7 @@ else
         local env = redis.call('HGET', KEYS[3], ARGV[i])
         if env then
             redis.call('HDEL', KEYS[3], ARGV[i])
-            moved = moved + back_to_head(ARGV[i], env)
+            moved = moved + back_to_head(env, false)
         end
     end
 end

@@ -422,6 +422,8 @@ def test_every_script_is_sent_to_redis_self_contained() -> None:
     for name in (*SCRIPT_NAMES, "fanout_submit", "observe"):
         text = script_source(name)
         assert "--! include" not in text, name
-    # the shared fan-out accounting is inlined into both scripts that need it
+    # shared logic is inlined into every script that needs it
     assert "local function fanout_final" in script_source("complete")
     assert "local function fanout_final" in script_source("fail")
+    assert "local function back_to_head" in script_source("reap")
+    assert "local function back_to_head" in script_source("requeue")
