@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from waiting import wait_until as _wait_until
 
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
@@ -29,15 +30,8 @@ _logs: dict[int, IO[bytes]] = {}
 def wait_until(
     predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.05
 ) -> Any:
-    """Poll ``predicate`` until truthy (returned), or fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
+    """:func:`waiting.wait_until` with the longer defaults multi-process tests need."""
+    return _wait_until(predicate, timeout=timeout, interval=interval)
 
 
 def process_env(url: str, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -6,8 +6,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,6 @@ from taskscale.worker import RetryPolicy, Worker, WorkerSettings
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-
-
-def wait_until(
-    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.02
-) -> Any:
-    """Poll ``predicate`` until truthy (returned) or fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
 
 
 @contextmanager

@@ -17,7 +17,8 @@ from collections import Counter
 import pytest
 import redis
 from crash_tasks import FINISHED, STARTED
-from rthelpers import taskscale_process, wait_until
+from rthelpers import taskscale_process
+from waiting import wait_until
 
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer

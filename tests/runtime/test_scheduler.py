@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import redis
-from rthelpers import wait_until
+from waiting import wait_until
 
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for

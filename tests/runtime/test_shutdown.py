@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 import redis
-from rthelpers import taskscale_process, wait_until
+from rthelpers import taskscale_process
+from waiting import wait_until
 
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer

@@ -10,7 +10,8 @@ import urllib.request
 import pytest
 import redis
 from redis_server import RedisServer, free_port
-from rthelpers import running_worker, wait_until
+from rthelpers import running_worker
+from waiting import wait_until
 
 from taskscale.keys import Keys
 from taskscale.metrics import WorkerMetrics
