@@ -289,8 +289,14 @@ def test_min_zero_scaler_scales_up_on_demand_holds_while_active_and_returns_to_z
     finished = time.monotonic()
     wait_for(lambda: replicas(api, ns, "email-worker") == 0, timeout=60, what="scale to 0")
     assert time.monotonic() - finished >= 3.0 - 0.5  # not before the idle threshold
+
+    # The status is patched right after the scale write: it must follow within a pass.
+    def status_shows_zero() -> bool:
+        st = get_scaler(api, ns, "emails").get("status", {})
+        return (st.get("currentReplicas"), st.get("desiredReplicas")) == (0, 0)
+
+    wait_for(status_shows_zero, timeout=10, what="status shows 0 / 0")
     status = get_scaler(api, ns, "emails")["status"]
-    assert (status["currentReplicas"], status["desiredReplicas"]) == (0, 0)
     assert status["reasonCode"] == "Idle" and status["lastScaleTime"]
     assert status["observations"][0]["type"] == "email"
     messages = [
