@@ -33,6 +33,7 @@ WAKE_TOKENS_CAP = 64
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+_UNIQUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 
 
 def check_name(kind: str, value: str) -> str:
@@ -43,6 +44,15 @@ def check_name(kind: str, value: str) -> str:
     """
     if not _NAME_RE.match(value):
         raise ValueError(f"invalid {kind} {value!r}: use 1-128 characters from A-Z a-z 0-9 _ . -")
+    return value
+
+
+def check_unique_key(value: str) -> str:
+    """Return ``value`` if it is a legal unique key (the name alphabet plus ``:``, 1-200)."""
+    if not _UNIQUE_RE.match(value):
+        raise ValueError(
+            f"invalid unique key {value!r}: use 1-200 characters from A-Z a-z 0-9 _ . - :"
+        )
     return value
 
 
@@ -136,6 +146,10 @@ class Keys:
     def wake(self, task_type: str) -> str:
         """LIST of wake-up tokens idle workers BLPOP on (capped length)."""
         return f"{self.prefix}wake:{task_type}"
+
+    def unique(self, unique_key: str) -> str:
+        """STRING task id holding a unique key (no TTL while the task is live)."""
+        return f"{self.prefix}unique:{unique_key}"
 
     # --- per worker ---------------------------------------------------------
     def worker(self, worker_id: str) -> str:

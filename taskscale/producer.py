@@ -7,6 +7,12 @@ Redis clock, pushes, counts, wakes idle workers and signals demand in one
 atomic step; a batch (``enqueue_many``) is one script call per chunk.
 Over-size envelopes are refused here, before anything reaches Redis.
 
+Unique tasks: ``enqueue(..., unique_key="k", unique_for=60)`` enqueues
+nothing and returns the id of the task holding ``k`` while that task is
+queued, delayed or running (and until ``unique_for`` seconds after its
+enqueue); the enqueue script decides it atomically, so any number of
+concurrent producers get one task.
+
 Note: a connection error is retried, and an enqueue whose reply was lost
 may then run twice (delivery is at least once, as everywhere in taskscale).
 """
@@ -22,7 +28,13 @@ import redis
 
 from taskscale import envelope
 from taskscale.connection import ConnectionSettings, connect, retrying
-from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
+from taskscale.keys import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_PRIORITY,
+    Keys,
+    check_name,
+    check_unique_key,
+)
 from taskscale.luascripts import scripts_for
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
@@ -68,13 +80,27 @@ class Producer:
         max_retries: int | None = None,
         task_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
         **kwargs: Any,
     ) -> str:
         """Enqueue ``task_type(*args, **kwargs)``; return its task id.
 
         ``delay`` seconds (None/0 = now); ``priority`` 0-9 or high/normal/low
         (0 most urgent); ``extra`` adds envelope fields (``reply_to``...).
+        With ``unique_key``, nothing is enqueued while another task holds the
+        key (queued, delayed, running, or within ``unique_for`` seconds of its
+        enqueue): the holder's id is returned instead.
         """
+        fields = dict(extra or {})
+        if unique_key is not None:
+            fields["unique_key"] = check_unique_key(unique_key)
+            if unique_for is not None:
+                if unique_for < 0:
+                    raise ValueError(f"unique_for must be >= 0 seconds, not {unique_for!r}")
+                fields["unique_for_ms"] = round(unique_for * 1000)
+        elif unique_for is not None:
+            raise ValueError("unique_for needs a unique_key")
         task_id, doc = envelope.build(
             task_type,
             args,
@@ -82,11 +108,11 @@ class Producer:
             task_id=task_id,
             priority=priority,
             max_retries=self._retries(max_retries),
-            extra=extra,
+            extra=fields,
             max_bytes=self.settings.max_payload_bytes,
         )
-        self._push(task_type, [doc], delay)
-        return task_id
+        holders = self._push(task_type, [doc], delay)
+        return holders.get(0, task_id)
 
     def enqueue_many(
         self,
@@ -120,17 +146,23 @@ class Producer:
     def _retries(self, max_retries: int | None) -> int:
         return self.settings.default_max_retries if max_retries is None else max_retries
 
-    def _push(self, task_type: str, docs: list[str], delay: float | None) -> int:
+    def _push(self, task_type: str, docs: list[str], delay: float | None) -> dict[int, str]:
+        """Run the enqueue script; return {index of a skipped envelope: holder id}."""
         check_name("task type", task_type)
         delay_ms = 0 if not delay or delay <= 0 else max(1, round(delay * 1000))
         script = scripts_for(self.redis).enqueue
         args: list[str | int] = [self.keys.prefix, task_type, delay_ms]
         args += [self.settings.max_payload_bytes, *docs]
 
-        def push() -> int:
-            return int(script(keys=[self.keys.types], args=args, client=self.redis))
+        def push() -> list[Any]:
+            return list(script(keys=[self.keys.types], args=args, client=self.redis))
 
-        return retrying(push, give_up_after_s=self.settings.retry_for_s)
+        reply = retrying(push, give_up_after_s=self.settings.retry_for_s)
+        return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 _default: Producer | None = None
@@ -152,10 +184,21 @@ def enqueue(
     *args: Any,
     delay: float | None = None,
     priority: int | str = DEFAULT_PRIORITY,
+    unique_key: str | None = None,
+    unique_for: float | None = None,
     **kwargs: Any,
 ) -> str:
-    """Enqueue ``task_type(*args, **kwargs)`` with the default producer."""
-    return default_producer().enqueue(task_type, *args, delay=delay, priority=priority, **kwargs)
+    """Enqueue ``task_type(*args, **kwargs)`` with the default producer
+    (see :meth:`Producer.enqueue` for ``unique_key`` / ``unique_for``)."""
+    return default_producer().enqueue(
+        task_type,
+        *args,
+        delay=delay,
+        priority=priority,
+        unique_key=unique_key,
+        unique_for=unique_for,
+        **kwargs,
+    )
 
 
 def enqueue_many(

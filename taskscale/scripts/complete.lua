@@ -1,6 +1,7 @@
 -- complete: record a batch of tasks that returned normally, for worker W.
--- A task counts only if HDEL removed it from W's in-flight hash, so a task
--- the reaper took back meanwhile (or a retried call) is never counted twice.
+-- A task counts only if it was still in W's in-flight hash, so a task the
+-- reaper took back meanwhile (or a retried call) is never counted twice.
+-- A unique task's key is released (lib/unique_release.lua).
 --
 -- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now (never below 0)
 -- KEYS[2]  {ns}:IDLE_SINCE    hash T -> unix seconds the last task finished
@@ -22,13 +23,17 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
+--! include lib/unique_release.lua
 
 local done, service = {}, {}
 local recorded = 0
 for i = 0, n - 1 do
     local base = 3 + i * 7
     local id, ttype, ms = ARGV[base], ARGV[base + 1], tonumber(ARGV[base + 2])
-    if redis.call('HDEL', KEYS[3], id) == 1 then
+    local env = redis.call('HGET', KEYS[3], id)
+    if env then
+        redis.call('HDEL', KEYS[3], id)
+        unique_release(env)
         recorded = recorded + 1
         done[ttype] = (done[ttype] or 0) + 1
         service[ttype] = (service[ttype] or 0) + ms

@@ -12,8 +12,18 @@
 --          the script appends "enqueued_ms" from TIME (the last duplicate
 --          key wins in JSON readers, so a stale one is overridden)
 --
--- Returns the number of tasks enqueued.  An invalid envelope is an error
--- "ERR invalid envelope #i: reason" and nothing at all is written.
+-- Unique tasks: an envelope with "unique_key" (1-200 characters of
+-- A-Z a-z 0-9 _ . - :) and optionally "unique_for_ms" (>= 0) is enqueued only
+-- if {ns}:unique:<key> does not exist; the script then SETs it to the task's
+-- id (no TTL: it is held while the task is queued, delayed or running, and
+-- released by complete / fail-to-dead / cancel, which keep it until
+-- enqueued_ms + unique_for_ms when that is later).  Otherwise the envelope is
+-- skipped and the id holding the key is reported.
+--
+-- Returns {n enqueued, i1, id1, i2, id2, ...}: each skipped envelope's
+-- position (1-based) and the id of the task that holds its unique key.  An
+-- invalid envelope is an error "ERR invalid envelope #i: reason" and nothing
+-- at all is written.
 
 local prefix, ttype = ARGV[1], ARGV[2]
 local delay = tonumber(ARGV[3]) or 0
@@ -36,7 +46,7 @@ local function valid_name(s)
 end
 
 -- validate everything first: all or nothing
-local levels = {}
+local levels, uniq = {}, {}
 for i = 5, #ARGV do
     local n = i - 4
     local env = ARGV[i]
@@ -60,11 +70,43 @@ for i = 5, #ARGV do
         return redis.error_reply('invalid envelope #' .. n .. ': "priority" must be an integer 0-9')
     end
     levels[n] = p
+    local uk = doc.unique_key
+    if uk ~= nil then
+        if type(uk) ~= 'string' or #uk < 1 or #uk > 200 or string.match(uk, '^[%w_%.%-:]+$') == nil then
+            return redis.error_reply('invalid envelope #' .. n .. ': "unique_key" must be 1-200 characters of A-Z a-z 0-9 _ . - :')
+        end
+        local uf = doc.unique_for_ms
+        if uf ~= nil and (type(uf) ~= 'number' or uf < 0) then
+            return redis.error_reply('invalid envelope #' .. n .. ': "unique_for_ms" must be a number >= 0')
+        end
+        uniq[n] = {uk, doc.id}
+    end
 end
 
-local count = #ARGV - 4
+-- unique keys: take each free one, skip the envelopes whose key is held
+local envs, skipped = {}, {}
+for i = 5, #ARGV do
+    local n = i - 4
+    local u = uniq[n]
+    local holder = nil
+    if u then
+        local ukey = prefix .. 'unique:' .. u[1]
+        holder = redis.call('GET', ukey)
+        if not holder then
+            redis.call('SET', ukey, u[2])
+        end
+    end
+    if holder then
+        skipped[#skipped + 1] = n
+        skipped[#skipped + 1] = holder
+    else
+        envs[#envs + 1] = {ARGV[i], levels[n]}
+    end
+end
+
+local count = #envs
 if count == 0 then
-    return 0
+    return {0, unpack(skipped)}
 end
 redis.call('SADD', KEYS[1], ttype)
 redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'enqueued', count)
@@ -73,21 +115,21 @@ if delay > 0 then
     local dkey = prefix .. 'delayed:' .. ttype
     local due = now + delay
     local before = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
-    for i = 5, #ARGV do
-        redis.call('ZADD', dkey, due, stamp(ARGV[i], 'enqueued_ms', now))
+    for _, e in ipairs(envs) do
+        redis.call('ZADD', dkey, due, stamp(e[1], 'enqueued_ms', now))
     end
     if before[2] == nil or tonumber(before[2]) > due then
         redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
         redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
     end
-    return count
+    return {count, unpack(skipped)}
 end
 
 local was_empty = false
 local pushed = {}
-for i = 5, #ARGV do
-    local qkey = prefix .. 'q:' .. ttype .. ':' .. levels[i - 4]
-    local len = redis.call('RPUSH', qkey, stamp(ARGV[i], 'enqueued_ms', now))
+for _, e in ipairs(envs) do
+    local qkey = prefix .. 'q:' .. ttype .. ':' .. e[2]
+    local len = redis.call('RPUSH', qkey, stamp(e[1], 'enqueued_ms', now))
     if not pushed[qkey] then
         pushed[qkey] = true
         if len == 1 then
@@ -105,4 +147,4 @@ redis.call('LTRIM', wkey, -WAKE_CAP, -1)
 if was_empty then
     redis.call('PUBLISH', prefix .. 'demand', ttype)
 end
-return count
+return {count, unpack(skipped)}

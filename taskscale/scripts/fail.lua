@@ -1,7 +1,7 @@
 -- fail: record one failed run of a task for worker W: retry it later
 -- through the delayed set, or dead-letter it.  Acts only if HDEL removed the
 -- task from W's in-flight hash (a reaped or already-recorded task is left
--- alone).  The worker decides retry or dead from the envelope's attempts and
+-- alone).  A dead-lettered unique task releases its key.  The worker decides retry or dead from the envelope's attempts and
 -- max_retries, and computes the backoff (with jitter); the due time is taken
 -- from TIME here, never from the worker's clock.
 --
@@ -30,6 +30,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
+--! include lib/unique_release.lua
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then
@@ -63,6 +64,7 @@ end
 redis.call('RPUSH', prefix .. 'dead:' .. ttype,
     cjson.encode({envelope = envelope, error = ARGV[7], failed_ms = now}))
 redis.call('HINCRBY', skey, 'dead', 1)
+unique_release(envelope)
 local reply_key = ARGV[8]
 if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
     redis.call('RPUSH', reply_key, ARGV[10])
