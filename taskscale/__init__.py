@@ -9,14 +9,17 @@ __version__ = "0.1.0"
 
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.tasks import register, task
+from taskscale.tracking import Tracker, track
 
 __all__ = [
     "Call",
     "Producer",
     "ProducerSettings",
+    "Tracker",
     "__version__",
     "enqueue",
     "enqueue_many",
     "register",
     "task",
+    "track",
 ]

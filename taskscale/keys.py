@@ -122,6 +122,12 @@ class Keys:
         """LIST of tokens that wake sleeping schedulers when an earlier task is scheduled."""
         return self.prefix + "wake:scheduler"
 
+    @property
+    def tracked_processes(self) -> str:
+        """ZSET process id -> lease expiry (unix ms, Redis clock) of the processes
+        that report tasks through taskscale.tracking (Celery, RQ, any code)."""
+        return self.prefix + "track:processes"
+
     # --- per task type ------------------------------------------------------
     def queue(self, task_type: str, priority: int = DEFAULT_PRIORITY) -> str:
         """LIST of envelopes ready to run: RPUSH to enqueue, LPOP to claim."""
@@ -159,6 +165,10 @@ class Keys:
     def inflight(self, worker_id: str) -> str:
         """HASH task id -> envelope of the tasks a worker has claimed and not finished."""
         return f"{self.prefix}inflight:{worker_id}"
+
+    def tracked_inflight(self, process_id: str) -> str:
+        """HASH task id -> type of the tasks a tracked process runs now (its lease)."""
+        return f"{self.prefix}track:inflight:{process_id}"
 
     # --- RPC and fan-out ----------------------------------------------------
     def reply(self, task_id: str) -> str:

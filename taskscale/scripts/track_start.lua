@@ -1,0 +1,31 @@
+-- track_start: process P, which is not a taskscale worker (a Celery or RQ
+-- worker, any code under taskscale.tracking.track), starts task X of type T.
+-- The seed's start_task, plus a lease: X is recorded in P's in-flight hash,
+-- so if P dies before track_stop, a peer's track_sync counts X down again.
+--
+-- KEYS[1]  {ns}:ACTIVE_TASKS         hash T -> tasks running now
+-- KEYS[2]  {ns}:track:processes      zset P -> lease expiry (unix ms, Redis clock)
+-- KEYS[3]  {ns}:track:inflight:P     hash X -> T, the tasks P runs now
+-- KEYS[4]  {ns}:stats:T              hash of T's counters
+--
+-- ARGV[1]  X, the task id; "" = count only (the seed's plain protocol: no
+--          record, no lease, so nothing can repair the count if P dies)
+-- ARGV[2]  T
+-- ARGV[3]  P's lease in ms (renewed by every start and every track_sync)
+-- ARGV[4]  P, the process id (the member of KEYS[2])
+--
+-- Returns 1 if X was counted, 0 if P had already counted X (a repeated call).
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local id, ttype = ARGV[1], ARGV[2]
+
+if id ~= '' then
+    if redis.call('HSETNX', KEYS[3], id, ttype) == 0 then
+        return 0
+    end
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
+end
+redis.call('HINCRBY', KEYS[1], ttype, 1)
+redis.call('HINCRBY', KEYS[4], 'claimed', 1)
+return 1

@@ -1,0 +1,156 @@
+"""taskscale.tracking keeps ACTIVE_TASKS / IDLE_SINCE for code that is not our
+worker with our scripts' rules: atomic, never negative, Redis clock, and a
+lease so a dead process's tasks are counted down by a live one."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from waiting import wait_until
+
+from taskscale.keys import Keys
+from taskscale.luascripts import script_source
+from taskscale.tracking import Tracker, set_default_tracker, track, tracked
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def keys(namespace: str) -> Keys:
+    return Keys(namespace)
+
+
+def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
+    return int(r.hget(keys.active, task_type) or 0)
+
+
+def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
+    return int(r.hget(keys.stats(task_type), field) or 0)
+
+
+def test_start_and_stop_count_and_stamp_idle_since_on_the_redis_clock(
+    r: redis.Redis, keys: Keys
+) -> None:
+    tracker = Tracker(r, keys, heartbeat_s=600)
+    first = tracker.start("resize")
+    tracker.start("resize")
+    assert active(r, keys, "resize") == 2
+    assert r.hget(keys.idle_since, "resize") is None
+    before = r.time()
+    tracker.stop(first)
+    after = r.time()
+    assert active(r, keys, "resize") == 1
+    idle = float(r.hget(keys.idle_since, "resize") or 0)
+    assert before[0] + before[1] / 1e6 - 0.001 <= idle <= after[0] + after[1] / 1e6
+    assert stat(r, keys, "resize", "claimed") == 2
+    assert stat(r, keys, "resize", "completed") == 1
+    tracker.close()
+    assert active(r, keys, "resize") == 0
+
+
+def test_a_repeated_stop_counts_nothing(r: redis.Redis, keys: Keys) -> None:
+    tracker = Tracker(r, keys, heartbeat_s=600)
+    task_id = tracker.start("resize")
+    tracker.start("resize")
+    tracker.stop(task_id)
+    tracker.stop(task_id)  # ignored locally
+    # ... and by the script, when a second process replays the same stop.
+    script = r.register_script(script_source("track_stop"))
+    inflight = keys.tracked_inflight(tracker.process_id)
+    skeys = [keys.active, keys.idle_since, inflight, keys.stats("resize")]
+    assert script(keys=skeys, args=[task_id, "resize", "completed", 5]) == 0
+    assert active(r, keys, "resize") == 1
+    assert stat(r, keys, "resize", "active_underflow") == 0
+    tracker.close()
+
+
+def test_the_plain_protocol_never_goes_negative(r: redis.Redis, keys: Keys) -> None:
+    stop = r.register_script(script_source("track_stop"))
+    skeys = [keys.active, keys.idle_since, keys.tracked_inflight("x"), keys.stats("mail")]
+    r.hincrby(keys.active, "mail", 1)  # the plain start_task is one HINCRBY
+    assert stop(keys=skeys, args=["", "mail", "completed", 1]) == 1
+    assert stop(keys=skeys, args=["", "mail", "completed", 1]) == 1
+    assert active(r, keys, "mail") == 0
+    assert stat(r, keys, "mail", "active_underflow") == 1
+    assert r.hget(keys.idle_since, "mail") is not None
+
+
+def test_a_dead_process_is_counted_down_by_a_live_peer(r: redis.Redis, keys: Keys) -> None:
+    # The "dead" tracker never heartbeats (as if killed): its lease runs out.
+    dead = Tracker(r, keys, lease_s=0.3, heartbeat_s=600)
+    dead.start("render")
+    dead.start("render")
+    alive = Tracker(r, keys, lease_s=30, heartbeat_s=600)
+    alive.start("render")
+    assert alive.heartbeat().reaped == 0  # the lease is still good
+    assert active(r, keys, "render") == 3
+    wait_until(lambda: alive.heartbeat().reaped == 1, timeout=5)
+    assert active(r, keys, "render") == 1
+    assert not r.exists(keys.tracked_inflight(dead.process_id))
+    assert r.zscore(keys.tracked_processes, dead.process_id) is None
+    alive.close()
+    assert active(r, keys, "render") == 0
+
+
+def test_the_heartbeat_heals_a_lost_start_and_a_lost_stop(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = Tracker(r, keys, heartbeat_s=600)
+    kept = tracker.start("index")
+    r.delete(keys.tracked_inflight(tracker.process_id))  # the start "never arrived"
+    r.hset(keys.active, "index", 0)
+    assert tracker.heartbeat().counted_up == 1
+    assert active(r, keys, "index") == 1
+
+    def lost(**_: object) -> None:
+        raise redis.ConnectionError("connection lost")
+
+    monkeypatch.setattr(tracker, "_stop", lost)
+    tracker.stop(kept)  # logged, not raised: tracking never breaks the task
+    assert active(r, keys, "index") == 1
+    assert tracker.heartbeat().counted_down == 1
+    assert active(r, keys, "index") == 0
+    tracker.close()
+
+
+def test_the_heartbeat_thread_keeps_the_lease_alive(r: redis.Redis, keys: Keys) -> None:
+    tracker = Tracker(r, keys, lease_s=0.6, heartbeat_s=0.1)
+    tracker.start("render")
+    peer = Tracker(r, keys, heartbeat_s=600)
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert peer.heartbeat().reaped == 0
+        time.sleep(0.1)
+    assert active(r, keys, "render") == 1
+    tracker.close()
+    peer.close()
+
+
+def test_track_is_a_context_manager_and_a_decorator(r: redis.Redis, keys: Keys) -> None:
+    tracker = Tracker(r, keys, heartbeat_s=600)
+    set_default_tracker(tracker)
+    try:
+        with track("thumb"):
+            assert active(r, keys, "thumb") == 1
+
+        @track("thumb")
+        def boom() -> None:
+            assert active(r, keys, "thumb") == 1
+            raise ValueError("boom")
+
+        @tracked("thumb")
+        def nested() -> int:
+            with track("thumb"):
+                return active(r, keys, "thumb")
+
+        with pytest.raises(ValueError):
+            boom()
+        assert nested() == 2
+        assert active(r, keys, "thumb") == 0
+        assert stat(r, keys, "thumb", "failed") == 1
+        assert stat(r, keys, "thumb", "completed") == 3
+    finally:
+        set_default_tracker(None)
+        tracker.close()
