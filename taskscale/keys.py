@@ -200,4 +200,8 @@ STAT_FIELDS = (
     "service_ms",  # total run time of completed and failed runs, ms
     "wait_ms",  # total queue wait (enqueue or due time -> claim), Redis clock, ms
     "active_underflow",  # decrements of ACTIVE_TASKS that would have gone below 0 (should stay 0)
+    "dead_dropped",  # oldest dead letters dropped by the dead-letter cap
+    "dead_requeued",  # dead letters an operator requeued (admin)
+    "dead_purged",  # dead letters an operator deleted (admin)
+    "purged",  # ready or delayed tasks an operator deleted (admin)
 )

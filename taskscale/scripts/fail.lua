@@ -21,6 +21,9 @@
 -- ARGV[9]  dead: reply TTL seconds
 -- ARGV[10] dead: reply JSON ({"id", "ok": false, "error_type", "error"})
 -- ARGV[11] dead: fan-out id F ("" = none)
+-- ARGV[12] dead: the most records dead:T keeps (0 or absent = no cap); the
+--          oldest beyond it are dropped and counted in stats "dead_dropped"
+-- ARGV[13] dead: the traceback text kept in the record ("" = none)
 --
 -- Returns 1 if the failure was recorded, 0 if the task was not in flight.
 
@@ -61,10 +64,19 @@ if ARGV[5] == 'retry' then
     return 1
 end
 
-redis.call('RPUSH', prefix .. 'dead:' .. ttype,
-    cjson.encode({envelope = envelope, error = ARGV[7], failed_ms = now}))
+local record = {envelope = envelope, error = ARGV[7], failed_ms = now}
+if ARGV[13] and ARGV[13] ~= '' then
+    record.traceback = ARGV[13]
+end
+local dkey = prefix .. 'dead:' .. ttype
+local kept = redis.call('RPUSH', dkey, cjson.encode(record))
 redis.call('HINCRBY', skey, 'dead', 1)
 unique_release(envelope)
+local cap = tonumber(ARGV[12] or '0') or 0
+if cap > 0 and kept > cap then
+    redis.call('LTRIM', dkey, kept - cap, -1)
+    redis.call('HINCRBY', skey, 'dead_dropped', kept - cap)
+end
 local reply_key = ARGV[8]
 if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
     redis.call('RPUSH', reply_key, ARGV[10])
