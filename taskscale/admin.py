@@ -234,7 +234,7 @@ def forget_type_checked(
 ) -> ForgetResult:
     """:func:`forget_type` with the counts found (why it was refused)."""
     check_name("task type", task_type)
-    if force and not int(client.hget(keys.active, task_type) or 0):  # type: ignore[arg-type]
+    if force and not int(client.hget(keys.active, task_type) or 0):
         queue_purge(client, keys, task_type, include_delayed=True)
     reply = _script(client, "admin_forget")(
         keys=[keys.types, keys.active, keys.idle_since],
