@@ -19,6 +19,11 @@ SUBCOMMANDS: dict[str, str] = {
     "scheduler": "taskscale.cli_runtime",
     "enqueue": "taskscale.cli_runtime",
     "status": "taskscale.cli_runtime",
+    "dead": "taskscale.cli_admin",
+    "delayed": "taskscale.cli_admin",
+    "queue": "taskscale.cli_admin",
+    "task": "taskscale.cli_admin",
+    "types": "taskscale.cli_admin",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",
 }

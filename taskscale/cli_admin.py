@@ -1,0 +1,188 @@
+"""The operators' subcommands: ``dead``, ``delayed``, ``queue``, ``task``, ``types``.
+
+Thin wrappers over :mod:`taskscale.admin` (each change one atomic script):
+
+    taskscale dead list TYPE [--start N] [--count N] [--json]
+    taskscale dead requeue TYPE [--id ID ...]      # no --id: every dead letter
+    taskscale dead purge TYPE [--id ID ...]
+    taskscale delayed list TYPE | run TYPE ID | delete TYPE ID
+    taskscale queue purge TYPE [--delayed]
+    taskscale task ID [--type TYPE] [--json]
+    taskscale types forget TYPE [--force]
+
+Errors are one line on stderr, as in :mod:`taskscale.cli_runtime`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from typing import Any
+
+from taskscale import admin
+from taskscale.cli_runtime import UsageError, _client, _common, _guarded
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add dead, delayed, queue, task and types to the ``taskscale`` CLI."""
+    dead = subparsers.add_parser("dead", help="list, requeue or purge dead letters of a type")
+    dead_sub = dead.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = dead_sub.add_parser("list", help="dead letters, oldest first")
+    _common(p)
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--start", type=int, default=0, help="skip this many (default 0)")
+    p.add_argument("--count", type=int, default=20, help="show this many (default 20)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=_guarded(_dead_list))
+    for action, what in (("requeue", "back to the tail of its queue"), ("purge", "delete")):
+        p = dead_sub.add_parser(action, help=f"{what}: every dead letter of TYPE, or --id ones")
+        _common(p)
+        p.add_argument("type", metavar="TYPE")
+        p.add_argument("--id", dest="ids", action="append", metavar="ID", help="repeatable")
+        p.set_defaults(func=_guarded(_dead_op), op=action)
+
+    delayed = subparsers.add_parser("delayed", help="list delayed tasks, run one now, delete one")
+    delayed_sub = delayed.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = delayed_sub.add_parser("list", help="delayed tasks, soonest first")
+    _common(p)
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--count", type=int, default=20, help="show this many (default 20)")
+    p.set_defaults(func=_guarded(_delayed_list))
+    for action in ("run", "delete"):
+        p = delayed_sub.add_parser(action, help=f"{action} one delayed task now")
+        _common(p)
+        p.add_argument("type", metavar="TYPE")
+        p.add_argument("id", metavar="ID")
+        p.set_defaults(func=_guarded(_delayed_op), op=action)
+
+    queue = subparsers.add_parser("queue", help="purge the ready tasks of a type")
+    queue_sub = queue.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = queue_sub.add_parser("purge", help="delete every ready task of TYPE")
+    _common(p)
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--delayed", action="store_true", help="delete its delayed tasks too")
+    p.set_defaults(func=_guarded(_queue_purge))
+
+    p = subparsers.add_parser("task", help="where a task is now: queued, delayed, running...")
+    _common(p)
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--type", default=None, help="the task's type (narrows the search)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_guarded(_task))
+
+    types = subparsers.add_parser("types", help="forget a task type")
+    types_sub = types.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = types_sub.add_parser("forget", help="drop TYPE from status, scheduler and controller")
+    _common(p)
+    p.add_argument("type", metavar="TYPE")
+    p.add_argument("--force", action="store_true", help="delete its ready and delayed tasks")
+    p.set_defaults(func=_guarded(_forget))
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + "Z" if ms else "?"
+
+
+def _dead_list(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    letters = admin.dead_list(client, keys, args.type, start=args.start, count=args.count)
+    total = int(client.llen(keys.dead(args.type)))
+    if args.json:
+        for d in letters:
+            print(json.dumps(dataclasses.asdict(d), sort_keys=True))
+        return 0
+    for d in letters:
+        call = json.dumps([d.fields.get("args", []), d.fields.get("kwargs", {})])
+        print(f"{d.task_id or '(undecodable)'}  {_when(d.failed_ms)}  {d.error}")
+        print(f"    args/kwargs {call[:200]}  attempts {d.fields.get('attempts', 0)}")
+        for line in d.traceback.splitlines()[-6:]:
+            print(f"    | {line}")
+    print(f"{len(letters)} of {total} dead letter(s) of {args.type} shown")
+    return 0
+
+
+def _dead_op(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    run = admin.dead_requeue if args.op == "requeue" else admin.dead_purge
+    n = run(client, keys, args.type, ids=args.ids)
+    verb = "requeued" if args.op == "requeue" else "purged"
+    print(f"{verb} {n} dead letter(s) of {args.type}")
+    if args.ids and n < len(args.ids):
+        print(f"{len(args.ids) - n} id(s) not among the dead letters of {args.type}")
+        return 1
+    return 0
+
+
+def _delayed_list(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    for d in admin.delayed_list(client, keys, args.type, count=args.count):
+        print(f"{d.task_id}  due {_when(d.due_ms)}  attempts {d.fields.get('attempts', 0)}")
+    return 0
+
+
+def _delayed_op(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    run = admin.delayed_run_now if args.op == "run" else admin.delayed_delete
+    if not run(client, keys, args.type, args.id):
+        raise UsageError(f"task {args.id} is not among the delayed tasks of {args.type}")
+    print(f"{'made ready' if args.op == 'run' else 'deleted'}: {args.id}")
+    return 0
+
+
+def _queue_purge(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    n = admin.queue_purge(client, keys, args.type, include_delayed=args.delayed)
+    print(f"purged {n} {'ready and delayed' if args.delayed else 'ready'} task(s) of {args.type}")
+    return 0
+
+
+def _task(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    try:
+        info = admin.task_info(client, keys, args.id, task_type=args.type)
+    except admin.LookupLimitReached as exc:
+        raise UsageError(str(exc)) from None
+    if info is None:
+        doc: dict[str, Any] = {"id": args.id, "state": "unknown"}
+        text = (
+            f"task {args.id}: not queued, delayed, running or dead -- finished (only RPC "
+            "tasks keep a result, until read or expired) or never enqueued"
+        )
+    else:
+        doc = dataclasses.asdict(info)
+        text = _describe(info)
+    print(json.dumps(doc, sort_keys=True) if args.json else text)
+    return 0 if info is not None else 3
+
+
+def _describe(info: admin.TaskInfo) -> str:
+    head = f"task {info.task_id} ({info.task_type or '?'}): {info.state}"
+    if info.state == "running":
+        return f"{head} on worker {info.where}"
+    if info.state == "queued":
+        return f"{head} at priority {info.where}"
+    if info.state == "delayed":
+        return f"{head} until {_when(info.due_ms or 0)}"
+    if info.state == "dead":
+        lines = [f"{head}: {info.error}"]
+        lines += [f"  | {line}" for line in info.traceback.splitlines()]
+        return "\n".join(lines)
+    if info.ok:
+        return f"{head}, result {json.dumps(info.result)}"
+    return f"{head}, failed: {info.error}"
+
+
+def _forget(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    found = admin.forget_type_checked(client, keys, args.type, force=args.force)
+    if found.forgotten:
+        print(f"forgot task type {args.type}")
+        return 0
+    if found.running:
+        raise UsageError(f"{args.type} has {found.running} task(s) running; try again later")
+    raise UsageError(
+        f"{args.type} has {found.queued} ready and {found.delayed} delayed task(s); "
+        "--force deletes them"
+    )
