@@ -5,7 +5,13 @@ Applications import this package to enqueue tasks; workers run
 same Redis schema to size worker Deployments. See docs/architecture.md.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
+try:  # single source: pyproject.toml's version, via the installed metadata
+    __version__ = _dist_version("taskscale")
+except PackageNotFoundError:  # pragma: no cover - a source tree never installed
+    __version__ = "0+unknown"
 
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.tasks import register, task

@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from taskscale import __version__
+
 #: subcommand -> module providing ``add_parser(subparsers) -> None``; the
 #: parser it adds sets ``func(args) -> int`` as its default.
 SUBCOMMANDS: dict[str, str] = {
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="taskscale",
         description="Redis task queue workers, scaled by demand.",
     )
+    parser.add_argument("--version", action="version", version=f"taskscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     seen: set[str] = set()
     for module_name in dict.fromkeys(SUBCOMMANDS.values()):

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -27,7 +28,14 @@ from taskscale.connection import (
     connect,
     describe_error,
 )
-from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
+from taskscale.keys import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_NAMESPACE,
+    NAMESPACE_ENV,
+    Keys,
+    check_name,
+    parse_priority,
+)
 
 if TYPE_CHECKING:
     from taskscale.worker import Worker
@@ -53,12 +61,34 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
 
 
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0 (not nan, inf or -1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds >= 0")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
 def add_parser(subparsers: Any) -> None:
     """Add worker, scheduler, enqueue and status to the ``taskscale`` CLI."""
     p = subparsers.add_parser("worker", help="run tasks of some types on N threads")
     _common(p)
     p.add_argument("--types", required=True, help="comma-separated task types to serve")
-    p.add_argument("--threads", type=int, default=4, help="tasks run at once (default 4)")
+    p.add_argument("--threads", type=count, default=4, help="tasks run at once (default 4)")
     p.add_argument(
         "--import",
         dest="imports",
@@ -67,13 +97,13 @@ def add_parser(subparsers: Any) -> None:
         metavar="MODULE",
         help="module that registers task functions (repeatable)",
     )
-    p.add_argument("--lease", type=float, default=10.0, help="lease seconds (default 10)")
-    p.add_argument("--heartbeat", type=float, default=2.0, help="heartbeat seconds (default 2)")
-    p.add_argument("--grace", type=float, default=30.0, help="shutdown grace seconds (default 30)")
-    p.add_argument("--idle-wait", type=float, default=2.0, help="longest idle BLPOP, seconds")
+    p.add_argument("--lease", type=seconds, default=10.0, help="lease seconds (default 10)")
+    p.add_argument("--heartbeat", type=seconds, default=2.0, help="heartbeat seconds (default 2)")
+    p.add_argument("--grace", type=seconds, default=30.0, help="shutdown grace, s (default 30)")
+    p.add_argument("--idle-wait", type=seconds, default=2.0, help="longest idle BLPOP, seconds")
     p.add_argument(
         "--max-lost",
-        type=int,
+        type=count,
         default=5,
         help="dead-letter a task whose worker died this many times running it (default 5)",
     )
@@ -83,9 +113,9 @@ def add_parser(subparsers: Any) -> None:
 
     p = subparsers.add_parser("scheduler", help="promote due delayed tasks and reap dead workers")
     _common(p)
-    p.add_argument("--lease", type=float, default=10.0, help="worker lease seconds (reap period/2)")
-    p.add_argument("--batch", type=int, default=1000, help="most tasks promoted per type per call")
-    p.add_argument("--max-sleep", type=float, default=1.0, help="longest sleep, seconds")
+    p.add_argument("--lease", type=seconds, default=10.0, help="worker lease, s (reap period/2)")
+    p.add_argument("--batch", type=count, default=1000, help="most promoted per type per call")
+    p.add_argument("--max-sleep", type=seconds, default=1.0, help="longest sleep, seconds")
     p.set_defaults(func=_guarded(_scheduler))
 
     p = subparsers.add_parser("enqueue", help="enqueue tasks")
@@ -93,10 +123,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("type", metavar="TYPE", help="task type")
     p.add_argument("--args", default="[]", help="JSON array of positional arguments")
     p.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
-    p.add_argument("--delay", type=float, default=0.0, help="seconds before it is due")
+    p.add_argument("--delay", type=seconds, default=0.0, help="seconds before it is due")
     p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
     p.add_argument("--max-retries", type=int, default=None, help="retries before dead-lettering")
-    p.add_argument("--count", type=int, default=1, help="enqueue this many copies")
+    p.add_argument("--count", type=count, default=1, help="enqueue this many copies")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
     p.set_defaults(func=_guarded(_enqueue))
 
@@ -206,8 +236,12 @@ def _enqueue(args: argparse.Namespace) -> int:
     from taskscale.producer import Call, Producer, ProducerSettings
 
     call = Call(_json_arg(args.args, list, "--args"), _json_arg(args.kwargs, dict, "--kwargs"))
-    if args.count < 1:
-        raise UsageError("--count must be at least 1")
+    # Everything the user typed is checked before Redis is dialled, so a
+    # typo is reported as such even when the server is down.
+    check_name("task type", args.type)
+    parse_priority(args.priority)
+    if args.max_retries is not None and args.max_retries < 0:
+        raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
     client, keys = _client(args)
     producer = Producer(
         client, keys=keys, settings=ProducerSettings(max_payload_bytes=args.max_bytes)

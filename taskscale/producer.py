@@ -19,6 +19,7 @@ may then run twice (delivery is at least once, as everywhere in taskscale).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,7 +150,7 @@ class Producer:
     def _push(self, task_type: str, docs: list[str], delay: float | None) -> dict[int, str]:
         """Run the enqueue script; return {index of a skipped envelope: holder id}."""
         check_name("task type", task_type)
-        delay_ms = 0 if not delay or delay <= 0 else max(1, round(delay * 1000))
+        delay_ms = delay_to_ms(delay)
         script = scripts_for(self.redis).enqueue
         args: list[str | int] = [self.keys.prefix, task_type, delay_ms]
         args += [self.settings.max_payload_bytes, *docs]
@@ -159,6 +160,21 @@ class Producer:
 
         reply = retrying(push, give_up_after_s=self.settings.retry_for_s)
         return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
+
+
+def delay_to_ms(delay: float | None) -> int:
+    """``delay`` seconds as whole milliseconds (None/0 = now).
+
+    NaN, infinities, negative numbers and non-numbers are refused with a
+    sentence rather than answered with Python internals (``int(nan)``).
+    """
+    if delay is None:
+        return 0
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        raise ValueError(f"delay must be a number of seconds, not {delay!r}")
+    if not math.isfinite(delay) or delay < 0:
+        raise ValueError(f"delay must be a finite number of seconds >= 0, not {delay!r}")
+    return 0 if delay == 0 else max(1, round(delay * 1000))
 
 
 def _text(value: bytes | str) -> str:

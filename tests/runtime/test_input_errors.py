@@ -1,0 +1,113 @@
+"""Wrong input is answered with a sentence, never with Python internals.
+
+The command line checks what the user typed before it dials Redis, so these
+run against a port nothing listens on: a test that reached Redis would fail
+with "cannot reach Redis" instead of the message it expects.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import redis
+from redis_server import free_port
+
+from taskscale import __version__
+from taskscale.cli import main
+from taskscale.keys import Keys
+from taskscale.producer import Producer, delay_to_ms
+
+
+@pytest.fixture()
+def dead_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("delay", ["nan", "inf", "-inf", "-1", "soon"])
+def test_enqueue_delay_must_be_finite_seconds(
+    capsys: pytest.CaptureFixture[str], dead_url: str, delay: str
+) -> None:
+    code, text = cli(capsys, "enqueue", "t", f"--delay={delay}", "--redis-url", dead_url)
+    assert code == 2
+    assert f"argument --delay: {delay!r}" in text
+    assert "convert" not in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--priority", "12"], "invalid priority 12"),
+        (["--priority", "urgent"], "invalid priority 'urgent'"),
+        (["--max-retries", "-3"], "--max-retries must be >= 0"),
+        (["--args", "{"], "--args is not valid JSON"),
+        (["--kwargs", "[1]"], "--kwargs must be a JSON object"),
+        (["--count", "0"], "argument --count: '0' must be at least 1"),
+    ],
+)
+def test_enqueue_bad_options_are_named_before_redis_is_dialled(
+    capsys: pytest.CaptureFixture[str], dead_url: str, argv: list[str], message: str
+) -> None:
+    code, text = cli(capsys, "enqueue", "t", *argv, "--redis-url", dead_url)
+    assert code == 2
+    assert message in text
+    assert "cannot reach Redis" not in text
+
+
+def test_enqueue_bad_type_name(capsys: pytest.CaptureFixture[str], dead_url: str) -> None:
+    code, text = cli(capsys, "enqueue", "bad type!", "--redis-url", dead_url)
+    assert code == 2
+    assert "invalid task type 'bad type!'" in text
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--threads", "0"), ("--lease", "nan"), ("--grace", "-5"), ("--max-lost", "x")],
+)
+def test_worker_flags_are_checked(
+    capsys: pytest.CaptureFixture[str], dead_url: str, flag: str, value: str
+) -> None:
+    code, text = cli(capsys, "worker", "--types", "a", flag, value, "--redis-url", dead_url)
+    assert code == 2
+    assert f"argument {flag}: {value!r}" in text
+
+
+def test_bad_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = cli(capsys, "status", "--redis-url", "foo://x")
+    assert code == 2
+    assert text.strip().splitlines() == [
+        "taskscale status: invalid Redis URL 'foo://x': Redis URL must specify one of the "
+        "following schemes (redis://, rediss://, unix://)"
+    ]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = cli(capsys, "--version")
+    assert code == 0
+    assert text.strip() == f"taskscale {__version__}"
+    assert __version__[0].isdigit()
+
+
+@pytest.mark.parametrize("delay", [math.nan, math.inf, -0.5, "5", True])
+def test_api_delay_refused_before_any_redis_call(dead_url: str, delay: object) -> None:
+    producer = Producer(redis.Redis.from_url(dead_url), keys=Keys("t"))
+    with pytest.raises(ValueError, match="delay must be a"):
+        producer.enqueue("t", delay=delay)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="delay must be a"):
+        producer.enqueue_many("t", [[1]], delay=delay)  # type: ignore[arg-type]
+
+
+def test_delay_to_ms() -> None:
+    assert delay_to_ms(None) == 0
+    assert delay_to_ms(0) == 0
+    assert delay_to_ms(0.0001) == 1  # a positive delay never rounds down to "now"
+    assert delay_to_ms(1.5) == 1500
