@@ -50,7 +50,7 @@ def schedule(url: str, dues: Sequence[float]) -> float:
     producer = Producer(url)
     started = time.perf_counter()
     for due in dues:
-        producer.enqueue(LATE_TYPE, due, delay=due - time.time())
+        producer.enqueue(LATE_TYPE, due, delay=max(0.0, due - time.time()))
     return time.perf_counter() - started
 
 
