@@ -29,6 +29,7 @@ from taskscale.connection import (
     describe_error,
 )
 from taskscale.keys import (
+    DEFAULT_DEAD_LETTER_CAP,
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_NAMESPACE,
     NAMESPACE_ENV,
@@ -107,6 +108,13 @@ def add_parser(subparsers: Any) -> None:
         default=5,
         help="dead-letter a task whose worker died this many times running it (default 5)",
     )
+    p.add_argument(
+        "--dead-letter-cap",
+        type=int,
+        default=int(os.environ.get("TASKSCALE_DEAD_LETTER_CAP", DEFAULT_DEAD_LETTER_CAP)),
+        help="dead letters kept per type, oldest dropped beyond (0 = no cap; "
+        f"env TASKSCALE_DEAD_LETTER_CAP; default {DEFAULT_DEAD_LETTER_CAP})",
+    )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
     p.set_defaults(func=_guarded(_worker))
@@ -173,6 +181,11 @@ def _worker(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, _frame: early.append(signum))
 
+    # Like `rq worker` and `celery -A`: a module beside the current directory
+    # imports without PYTHONPATH (python -m puts the cwd first; a console
+    # script does not).
+    if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for module in args.imports:
         try:
             importlib.import_module(module)
@@ -186,6 +199,7 @@ def _worker(args: argparse.Namespace) -> int:
         grace_s=args.grace,
         idle_wait_s=args.idle_wait,
         max_lost=args.max_lost,
+        dead_letter_cap=args.dead_letter_cap,
         worker_id=args.worker_id,
     )
     missing = [t for t in settings.types if t not in registry]

@@ -29,6 +29,8 @@ PRIORITY_NAMES = {"high": 0, "normal": DEFAULT_PRIORITY, "low": LOWEST_PRIORITY}
 
 #: Wake-up lists are trimmed to this many tokens; more would wake no one extra.
 WAKE_TOKENS_CAP = 64
+#: Dead letters kept per type by default (oldest dropped beyond; 0 = no cap).
+DEFAULT_DEAD_LETTER_CAP = 10_000
 #: Default envelope size limit (bytes of JSON), configurable per producer.
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 

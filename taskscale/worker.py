@@ -45,30 +45,17 @@ from typing import Any
 
 import redis
 
-from taskscale import envelope
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
-from taskscale.keys import Keys, check_name
+from taskscale.execution import Claimed, Outcome, RetryPolicy, TaskRunner
+from taskscale.keys import DEFAULT_DEAD_LETTER_CAP, Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
 
+__all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
+
 log = logging.getLogger("taskscale.worker")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff of failed tasks: ``base * factor ** attempts``, capped, +-jitter."""
-
-    base_s: float = 1.0
-    factor: float = 2.0
-    cap_s: float = 3600.0
-    jitter: float = 0.1  # fraction of the delay
-
-    def backoff_ms(self, attempts: int) -> int:
-        delay = min(self.cap_s, self.base_s * self.factor ** min(attempts, 64))
-        delay *= 1 + random.uniform(-self.jitter, self.jitter)
-        return max(1, round(delay * 1000))
 
 
 @dataclass(frozen=True)
@@ -93,6 +80,9 @@ class WorkerSettings:
     #: its lease expired) is dead-lettered instead of run again: a poison pill
     #: that crashes or OOM-kills every worker must not cycle forever.
     max_lost: int = 5
+    #: The most dead letters kept per type; older ones are dropped (and
+    #: counted in the type's ``dead_dropped`` stat). 0 = no cap.
+    dead_letter_cap: int = DEFAULT_DEAD_LETTER_CAP
 
     def __post_init__(self) -> None:
         if not self.types:
@@ -107,29 +97,8 @@ class WorkerSettings:
             raise ValueError("--grace must be >= 0 and the idle wait positive")
         if self.max_lost < 1:
             raise ValueError("--max-lost must be at least 1")
-
-
-@dataclass(frozen=True)
-class _Claimed:
-    task_type: str
-    task_id: str
-    raw: bytes
-    now_ms: int  # Redis clock at the claim
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    task_id: str
-    task_type: str
-    kind: str  # "ok", "retry" or "dead"
-    service_ms: int
-    reply_to: str = ""
-    reply_ttl: int = envelope.DEFAULT_REPLY_TTL_S
-    reply: str = ""
-    fanout: str = ""
-    retry_envelope: str = ""
-    backoff_ms: int = 0
-    error: str = ""
+        if self.dead_letter_cap < 0:
+            raise ValueError("--dead-letter-cap must be >= 0 (0 = no cap)")
 
 
 _STOP = object()
@@ -161,9 +130,16 @@ class Worker:
         self.pod = settings.pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.id = check_name("worker id", settings.worker_id or default_worker_id(self.pod))
         self._scripts: Scripts = scripts_for(client)
+        self._runner = TaskRunner(
+            self.registry,
+            worker_id=self.id,
+            retry=settings.retry,
+            max_lost=settings.max_lost,
+            metrics=metrics,
+        )
         self._inflight_key = self.keys.inflight(self.id)
-        self._inbox: queue.SimpleQueue[_Claimed | None] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[_Outcome | object] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Outcome | object] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = 0
         self._held: set[str] = set()  # claimed ids whose outcome is not recorded yet
@@ -271,7 +247,7 @@ class Worker:
             return free  # try again at once
         now_ms = int(reply[1])
         claimed = [
-            _Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
+            Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
             for i in range(2, len(reply), 3)
         ]
         if claimed:
@@ -321,112 +297,20 @@ class Worker:
             if task is None:
                 return
             try:
-                self._outbox.put(self._execute(task))
+                self._outbox.put(self._runner.run(task))
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
-                self._outbox.put(self._internal_error(task, exc))
+                self._outbox.put(self._runner.internal_error(task, exc))
             finally:
                 with self._lock:
                     self._busy -= 1
                 self._slot_freed.set()
 
-    def _internal_error(self, task: _Claimed, exc: Exception) -> _Outcome:
-        """Dead-letter a task our own code failed on, still answering its RPC
-        caller and releasing its fan-out slot when the envelope decodes."""
-        error = f"{type(exc).__name__}: {exc}"
-        try:
-            env = envelope.decode(task.raw)
-        except envelope.EnvelopeError:
-            return _Outcome(task.task_id, task.task_type, "dead", 0, error=f"WorkerError: {error}")
-        return self._failed(env, 0, "WorkerError", error, final=True)
-
-    def _execute(self, task: _Claimed) -> _Outcome:
-        try:
-            env = envelope.decode(task.raw)
-        except envelope.EnvelopeError as exc:
-            return _Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
-        if self.metrics is not None:
-            since = env.due_ms or env.enqueued_ms or task.now_ms
-            self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
-        if env.reaped >= self.settings.max_lost:
-            error = (
-                f"its worker died {env.reaped} times while running it (lease expired); "
-                f"dead-lettered instead of run again (--max-lost {self.settings.max_lost})"
-            )
-            return self._failed(env, 0, "LostWorker", error, final=True)
-        fn = self.registry.get(env.type)
-        if fn is None:
-            error = f"no function registered for task type {env.type!r} on worker {self.id}"
-            return self._failed(env, 0, "UnknownTaskType", error, final=True)
-        started = time.perf_counter()
-        try:
-            result = fn(*env.args, **env.kwargs)
-        except Exception as exc:  # a task's error is data for the fail script
-            elapsed = time.perf_counter() - started
-            return self._failed(env, elapsed, type(exc).__name__, str(exc), final=False)
-        elapsed = time.perf_counter() - started
-        try:
-            body = json.dumps(result, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            error = f"result of {env.type} is not JSON-serialisable: {exc}"
-            return self._failed(env, elapsed, "TypeError", error, final=False)
-        if self.metrics is not None:
-            self.metrics.task_finished(env.type, "completed", elapsed)
-        reply = ""
-        if env.reply_to:
-            reply = '{"id":' + json.dumps(env.id) + ',"ok":true,"result":' + body + "}"
-        return _Outcome(
-            env.id,
-            env.type,
-            "ok",
-            round(elapsed * 1000),
-            reply_to=env.reply_to or "",
-            reply_ttl=env.reply_ttl,
-            reply=reply,
-            fanout=env.fanout or "",
-        )
-
-    def _failed(
-        self, env: envelope.Envelope, elapsed: float, error_type: str, error: str, *, final: bool
-    ) -> _Outcome:
-        ms = round(elapsed * 1000)
-        if not final and env.attempts < env.max_retries:
-            if self.metrics is not None:
-                self.metrics.task_finished(env.type, "retried", elapsed)
-            return _Outcome(
-                env.id,
-                env.type,
-                "retry",
-                ms,
-                retry_envelope=envelope.for_retry(env),
-                backoff_ms=self.settings.retry.backoff_ms(env.attempts),
-                error=f"{error_type}: {error}",
-            )
-        if self.metrics is not None:
-            self.metrics.task_finished(env.type, "dead", elapsed)
-        reply = ""
-        if env.reply_to:
-            reply = json.dumps(
-                {"id": env.id, "ok": False, "error_type": error_type, "error": error},
-                separators=(",", ":"),
-            )
-        return _Outcome(
-            env.id,
-            env.type,
-            "dead",
-            ms,
-            reply_to=env.reply_to or "",
-            reply_ttl=env.reply_ttl,
-            reply=reply,
-            fanout=env.fanout or "",
-            error=f"{error_type}: {error}",
-        )
-
     # --- reporter -----------------------------------------------------------------
     def _reporter(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
         while True:
-            pending: list[_Outcome] = []
+            pending: list[Outcome] = []
             stop = False
             try:
                 item = self._outbox.get(timeout=max(0.0, next_beat - time.monotonic()))
@@ -434,7 +318,7 @@ class Worker:
                     if item is _STOP:
                         stop = True
                         break
-                    assert isinstance(item, _Outcome)
+                    assert isinstance(item, Outcome)
                     pending.append(item)
                     if len(pending) >= self.settings.max_flush:
                         break
@@ -460,7 +344,7 @@ class Worker:
                     if not isinstance(exc, TRANSIENT_ERRORS):
                         self._fatal(exc)
 
-    def _record(self, outcomes: list[_Outcome]) -> None:
+    def _record(self, outcomes: list[Outcome]) -> None:
         keys = [self.keys.active, self.keys.idle_since, self._inflight_key]
         done = [o for o in outcomes if o.kind == "ok"]
         if done:
@@ -475,6 +359,7 @@ class Worker:
                 fail_args = [o.backoff_ms, o.retry_envelope, "", 0, "", ""]
             elif o.kind == "dead":
                 fail_args = [0, o.error, o.reply_to, o.reply_ttl, o.reply, o.fanout]
+                fail_args += [self.settings.dead_letter_cap, o.traceback]
             else:
                 continue
             self._scripts.fail(

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
 import rpc_tasks  # noqa: F401  (registers the rpc.* task functions)
 from workerprocs import processes, start, start_worker, stop, wait_until
 
+from taskscale.execution import TaskRunner
 from taskscale.keys import Keys
 from taskscale.rpc import (
     CallOptions,
@@ -107,10 +108,10 @@ def test_an_error_in_the_worker_itself_still_answers_the_caller(
 ) -> None:
     # A bug of ours while running a task must dead-letter it *and* answer the
     # RPC caller (and release a fan-out slot), not leave the caller waiting.
-    def broken(self: Worker, task: object) -> object:
+    def broken(self: TaskRunner, task: object) -> object:
         raise RuntimeError("boom inside the worker")
 
-    monkeypatch.setattr(Worker, "_execute", broken)
+    monkeypatch.setattr(TaskRunner, "run", broken)
     with worker_thread(redis_url), pytest.raises(RemoteError) as caught:
         call(r, "rpc.add", 1, 2, keys=KEYS, timeout=30)
     assert caught.value.error_type == "WorkerError"

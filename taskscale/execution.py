@@ -1,0 +1,255 @@
+"""Running one claimed task: the function call and what its outcome is.
+
+A worker's executor threads hand every claimed task to :class:`TaskRunner`,
+which decodes the envelope, finds the function, checks the arguments bind,
+calls it, and turns what happened into an :class:`Outcome` for the reporter
+(``complete.lua`` for a success, ``fail.lua`` for a retry or a dead letter).
+Nothing here talks to Redis, so every rule below is a plain function of the
+envelope and the task function.
+
+Rules:
+
+* an exception from the task is logged with its traceback, then retried with
+  backoff until ``max_retries``; the dead letter keeps the traceback;
+* arguments that do not fit the function's signature are a mistake of the
+  caller, not a transient failure: dead-lettered at once, never retried;
+* a task whose worker died ``max_lost`` times running it is not run again;
+* a result that is not JSON is a failure like an exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from taskscale import envelope
+from taskscale.metrics import WorkerMetrics
+from taskscale.tasks import TaskRegistry
+
+log = logging.getLogger("taskscale.worker")
+
+#: The most characters of a traceback kept in a dead letter (its tail).
+MAX_TRACEBACK_CHARS = 8000
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff of failed tasks: ``base * factor ** attempts``, capped, +-jitter."""
+
+    base_s: float = 1.0
+    factor: float = 2.0
+    cap_s: float = 3600.0
+    jitter: float = 0.1  # fraction of the delay
+
+    def backoff_ms(self, attempts: int) -> int:
+        delay = min(self.cap_s, self.base_s * self.factor ** min(attempts, 64))
+        delay *= 1 + random.uniform(-self.jitter, self.jitter)
+        return max(1, round(delay * 1000))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One task as ``claim.lua`` handed it over."""
+
+    task_type: str
+    task_id: str
+    raw: bytes
+    now_ms: int  # Redis clock at the claim
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the reporter records for one run."""
+
+    task_id: str
+    task_type: str
+    kind: str  # "ok", "retry" or "dead"
+    service_ms: int
+    reply_to: str = ""
+    reply_ttl: int = envelope.DEFAULT_REPLY_TTL_S
+    reply: str = ""
+    fanout: str = ""
+    retry_envelope: str = ""
+    backoff_ms: int = 0
+    error: str = ""
+    traceback: str = ""
+
+
+_NO_SIGNATURE = object()
+
+
+class TaskRunner:
+    """Runs claimed tasks for one worker; safe to call from many threads."""
+
+    def __init__(
+        self,
+        registry: TaskRegistry,
+        *,
+        worker_id: str,
+        retry: RetryPolicy,
+        max_lost: int,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.registry = registry
+        self.worker_id = worker_id
+        self.retry = retry
+        self.max_lost = max_lost
+        self.metrics = metrics
+        self._signatures: dict[Callable[..., Any], inspect.Signature | object] = {}
+        self._lock = threading.Lock()
+
+    def run(self, task: Claimed) -> Outcome:
+        try:
+            env = envelope.decode(task.raw)
+        except envelope.EnvelopeError as exc:
+            return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
+        if self.metrics is not None:
+            since = env.due_ms or env.enqueued_ms or task.now_ms
+            self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
+        if env.reaped >= self.max_lost:
+            error = (
+                f"its worker died {env.reaped} times while running it (lease expired); "
+                f"dead-lettered instead of run again (--max-lost {self.max_lost})"
+            )
+            return self.failed(env, 0, "LostWorker", error, final=True)
+        fn = self.registry.get(env.type)
+        if fn is None:
+            error = f"no function registered for task type {env.type!r} on worker {self.worker_id}"
+            return self.failed(env, 0, "UnknownTaskType", error, final=True)
+        mismatch = self._bind_error(fn, env.args, env.kwargs)
+        if mismatch is not None:
+            error = f"arguments do not match {_qualname(fn)}{mismatch}"
+            log.error("task %s %s dead-lettered: %s", env.type, env.id, error)
+            return self.failed(env, 0, "TypeError", error, final=True)
+        started = time.perf_counter()
+        try:
+            result = fn(*env.args, **env.kwargs)
+        except Exception as exc:  # a task's error is data for the fail script
+            elapsed = time.perf_counter() - started
+            tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]
+            log.error(
+                "task %s %s failed (attempt %d of %d): %s: %s\n%s",
+                env.type,
+                env.id,
+                env.attempts + 1,
+                env.max_retries + 1,
+                type(exc).__name__,
+                exc,
+                tb.rstrip(),
+            )
+            return self.failed(env, elapsed, type(exc).__name__, str(exc), final=False, tb=tb)
+        elapsed = time.perf_counter() - started
+        try:
+            body = json.dumps(result, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            error = f"result of {env.type} is not JSON-serialisable: {exc}"
+            log.error("task %s %s: %s", env.type, env.id, error)
+            return self.failed(env, elapsed, "TypeError", error, final=False)
+        if self.metrics is not None:
+            self.metrics.task_finished(env.type, "completed", elapsed)
+        reply = ""
+        if env.reply_to:
+            reply = '{"id":' + json.dumps(env.id) + ',"ok":true,"result":' + body + "}"
+        return Outcome(
+            env.id,
+            env.type,
+            "ok",
+            round(elapsed * 1000),
+            reply_to=env.reply_to or "",
+            reply_ttl=env.reply_ttl,
+            reply=reply,
+            fanout=env.fanout or "",
+        )
+
+    def internal_error(self, task: Claimed, exc: Exception) -> Outcome:
+        """Dead-letter a task our own code failed on, still answering its RPC
+        caller and releasing its fan-out slot when the envelope decodes."""
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            env = envelope.decode(task.raw)
+        except envelope.EnvelopeError:
+            return Outcome(task.task_id, task.task_type, "dead", 0, error=f"WorkerError: {error}")
+        return self.failed(env, 0, "WorkerError", error, final=True)
+
+    def failed(
+        self,
+        env: envelope.Envelope,
+        elapsed: float,
+        error_type: str,
+        error: str,
+        *,
+        final: bool,
+        tb: str = "",
+    ) -> Outcome:
+        """A retry while attempts remain (and ``final`` is false), else a dead letter."""
+        ms = round(elapsed * 1000)
+        if not final and env.attempts < env.max_retries:
+            if self.metrics is not None:
+                self.metrics.task_finished(env.type, "retried", elapsed)
+            return Outcome(
+                env.id,
+                env.type,
+                "retry",
+                ms,
+                retry_envelope=envelope.for_retry(env),
+                backoff_ms=self.retry.backoff_ms(env.attempts),
+                error=f"{error_type}: {error}",
+            )
+        if self.metrics is not None:
+            self.metrics.task_finished(env.type, "dead", elapsed)
+        reply = ""
+        if env.reply_to:
+            reply = json.dumps(
+                {"id": env.id, "ok": False, "error_type": error_type, "error": error},
+                separators=(",", ":"),
+            )
+        return Outcome(
+            env.id,
+            env.type,
+            "dead",
+            ms,
+            reply_to=env.reply_to or "",
+            reply_ttl=env.reply_ttl,
+            reply=reply,
+            fanout=env.fanout or "",
+            error=f"{error_type}: {error}",
+            traceback=tb,
+        )
+
+    def _bind_error(
+        self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+    ) -> str | None:
+        """Why ``fn(*args, **kwargs)`` cannot bind, or None when it can (or
+        the function has no signature to check, like some builtins)."""
+        with self._lock:
+            sig = self._signatures.get(fn)
+        if sig is None:
+            try:
+                sig = inspect.signature(fn)
+            except (TypeError, ValueError):
+                sig = _NO_SIGNATURE
+            with self._lock:
+                self._signatures[fn] = sig
+        if not isinstance(sig, inspect.Signature):
+            return None
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            bare = sig.replace(
+                parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                return_annotation=sig.empty,
+            )
+            return f"{bare}: {exc}"
+        return None
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
