@@ -83,6 +83,16 @@ def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
         raise ValueError(f"invalid Redis URL {settings.url!r}: {exc}") from None
 
 
+#: What the runtime's public functions accept as "which Redis": a client, a
+#: URL, or None for ``TASKSCALE_REDIS_URL`` (default redis://127.0.0.1:6379/0).
+RedisLike = redis.Redis | str | None
+
+
+def client_for(target: RedisLike) -> redis.Redis:
+    """``target`` itself if it is a client, else a client for the URL / env."""
+    return target if isinstance(target, redis.Redis) else connect(target)
+
+
 def check(client: redis.Redis) -> None:
     """PING once; raise :class:`RedisUnavailable` with one readable line if it fails."""
     try:

@@ -36,6 +36,7 @@ import redis
 from redis.commands.core import Script
 
 from taskscale import envelope
+from taskscale.connection import RedisLike, client_for
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PRIORITY,
@@ -252,7 +253,7 @@ class FanoutHandle:
 
 
 def submit_fanout(
-    client: redis.Redis,
+    client: RedisLike,
     task_type: str,
     arg_sets: Sequence[ArgSet],
     *,
@@ -265,8 +266,10 @@ def submit_fanout(
 
     Each element of ``arg_sets`` is a list/tuple of positional arguments, a
     mapping of keyword arguments, or a ``Call(args, kwargs)``. Returns at
-    once; the handle waits for the result or subscribes to it.
+    once; the handle waits for the result or subscribes to it. ``client`` is
+    a redis-py client, a Redis URL, or None (``TASKSCALE_REDIS_URL``).
     """
+    client = client_for(client)
     settings = settings or FanoutSettings()
     keys = keys or Keys.from_env()
     check_name("task type", task_type)

@@ -28,7 +28,14 @@ from typing import Any
 import redis
 
 from taskscale import envelope
-from taskscale.connection import ConnectionSettings, connect, retrying
+from taskscale.connection import (
+    TRANSIENT_ERRORS,
+    ConnectionSettings,
+    RedisUnavailable,
+    connect,
+    describe_error,
+    retrying,
+)
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PRIORITY,
@@ -46,8 +53,10 @@ BATCH_CHUNK = 500
 class ProducerSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     default_max_retries: int = envelope.DEFAULT_MAX_RETRIES
-    #: Give up on an unreachable Redis after this long (then raise).
-    retry_for_s: float = 30.0
+    #: Give up on an unreachable Redis after this long, then raise
+    #: :class:`~taskscale.connection.RedisUnavailable`. Short by default so a
+    #: web request that enqueues fails fast; raise it to ride out a failover.
+    retry_for_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,13 @@ class Producer:
         def push() -> list[Any]:
             return list(script(keys=[self.keys.types], args=args, client=self.redis))
 
-        reply = retrying(push, give_up_after_s=self.settings.retry_for_s)
+        try:
+            reply = retrying(push, give_up_after_s=self.settings.retry_for_s)
+        except TRANSIENT_ERRORS as exc:
+            raise RedisUnavailable(
+                f"could not enqueue {task_type} within {self.settings.retry_for_s:g} s: "
+                + describe_error(exc, client=self.redis)
+            ) from exc
         return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
 
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import redis
 
+from taskscale.connection import RedisLike, client_for
 from taskscale.envelope import DEFAULT_REPLY_TTL_S
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
 from taskscale.producer import Producer, ProducerSettings
@@ -151,14 +152,18 @@ class RpcHandle:
 
 
 def call_async(
-    client: redis.Redis,
+    client: RedisLike,
     task_type: str,
     *args: Any,
     options: CallOptions | None = None,
     keys: Keys | None = None,
     **kwargs: Any,
 ) -> RpcHandle:
-    """Enqueue ``task_type(*args, **kwargs)`` as an RPC and return its handle at once."""
+    """Enqueue ``task_type(*args, **kwargs)`` as an RPC and return its handle at once.
+
+    ``client`` is a redis-py client, a Redis URL, or None (``TASKSCALE_REDIS_URL``).
+    """
+    client = client_for(client)
     options = options or CallOptions()
     keys = keys or Keys.from_env()
     task_id = uuid.uuid4().hex
@@ -180,7 +185,7 @@ def call_async(
 
 
 def call(
-    client: redis.Redis,
+    client: RedisLike,
     task_type: str,
     *args: Any,
     timeout: float | None = 30.0,

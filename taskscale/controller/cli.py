@@ -82,16 +82,21 @@ def run_controller(args: argparse.Namespace) -> int:
     # Imported here: `taskscale --help` must not need the Kubernetes client.
     from kubernetes import client
 
-    from taskscale.controller.kube import ControllerSettings, KubeController, load_api_client
+    from taskscale.controller.kube import ControllerSettings, KubeController
+    from taskscale.controller.kube_client import KubeConfigError, load_api_client
     from taskscale.controller.leader import LeaderElector, default_identity
 
+    try:
+        api = load_api_client(args.kubeconfig)
+    except KubeConfigError as exc:
+        print(f"taskscale controller: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     metrics = ControllerMetrics()
     health = HealthState(clock=time.monotonic)
     server = MetricsServer(metrics, health, host=args.metrics_host, port=args.metrics_port).start()
-    api = load_api_client(args.kubeconfig)
     identity = default_identity()
     settings = ControllerSettings(watch_namespace=args.watch_namespace)
     running: list[KubeController] = []

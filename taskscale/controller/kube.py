@@ -15,7 +15,7 @@ Four parts, each small:
   a problem starts or ends).
 * :class:`KubeController` wires the three to a :class:`Reconciler`.
 
-Every API call goes through :func:`api_call`: tenacity retries for
+Every API call goes through :func:`~taskscale.controller.kube_client.api_call`: tenacity retries for
 transient failures (5xx, 429, connection errors), every failed attempt
 counted in ``taskscale_kube_api_errors_total``.
 """
@@ -28,14 +28,29 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
+from taskscale.controller.kube_client import (
+    DELETION_COST,
+    FIELD_MANAGER,
+    GROUP,
+    KIND,
+    PLURAL,
+    REQUEST_TIMEOUT_S,
+    VERSION,
+    KubeConfigError,
+    _now,
+    _status,
+    api_call,
+    install_crd,
+    is_transient,
+    load_api_client,
+    rfc3339,
+)
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.reconciler import (
     PassOutcome,
@@ -44,22 +59,36 @@ from taskscale.controller.reconciler import (
     ReconcilerSettings,
     RetrySettings,
     TargetNotFound,
-    call_with_retries,
 )
 from taskscale.controller.types import Observation, ReasonCode
 
+__all__ = [
+    "DELETION_COST",
+    "FIELD_MANAGER",
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "REQUEST_TIMEOUT_S",
+    "VERSION",
+    "ConditionType",
+    "ControllerSettings",
+    "DeploymentActuator",
+    "EventReason",
+    "KubeConfigError",
+    "KubeController",
+    "KubeReporter",
+    "TaskScalerWatcher",
+    "api_call",
+    "build_status",
+    "install_crd",
+    "is_transient",
+    "load_api_client",
+    "rfc3339",
+    "status_differs",
+]
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-GROUP = "taskscale.io"
-VERSION = "v1alpha1"
-PLURAL = "taskscalers"
-KIND = "TaskScaler"
-#: Field manager of every write, so ``managedFields`` says who set replicas.
-FIELD_MANAGER = "taskscale-controller"
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-#: Seconds a single API request may take before it is abandoned (and retried).
-REQUEST_TIMEOUT_S = 10.0
 
 
 class EventReason:
@@ -79,84 +108,6 @@ class ConditionType:
     READY = "Ready"
     ACTIVE = "Active"
     REDIS_REACHABLE = "RedisReachable"
-
-
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """An ApiClient from ``kubeconfig``, else $KUBECONFIG / ~/.kube/config, else in-cluster."""
-    configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration, persist_config=False
-        )
-    else:
-        try:
-            config.load_kube_config(client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return client.ApiClient(configuration)
-
-
-def install_crd(
-    api: client.ApiClient, manifest: Mapping[str, Any], *, timeout: float = 60.0
-) -> None:
-    """Create or update a CRD (deploy/crd/taskscaler.yaml, parsed) and wait until
-    its resources are served.  For tests, benchmarks and clusters without Helm."""
-    crd: Any = client.V1CustomResourceDefinition.from_dict(dict(manifest))
-    ext = client.ApiextensionsV1Api(api)
-    name = str(manifest["metadata"]["name"])
-    try:
-        ext.create_custom_resource_definition(crd)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current: Any = ext.read_custom_resource_definition(name)
-        crd.metadata.resource_version = current.metadata.resource_version
-        ext.replace_custom_resource_definition(name, crd)
-    deadline = time.monotonic() + timeout
-    while not _crd_established(ext, name):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"CRD {name} not established after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
-def _crd_established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    crd: Any = ext.read_custom_resource_definition(name)
-    conditions = crd.status.conditions if crd.status else None
-    return any(c.type == "Established" and c.status == "True" for c in conditions or [])
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: server overload or failure, or the connection broke."""
-    if isinstance(exc, ApiException):
-        return exc.status in (None, 0, 429, 500, 502, 503, 504)
-    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
-
-
-def api_call(
-    fn: Callable[[], T], *, operation: str, metrics: ControllerMetrics, retry: RetrySettings
-) -> T:
-    """Call the API with retries; every failed attempt is counted under ``operation``."""
-    return call_with_retries(
-        fn,
-        settings=retry,
-        retry_if=is_transient,
-        on_error=lambda exc: metrics.count_api_error(operation),
-    )
-
-
-def _status(exc: BaseException) -> int | None:
-    return exc.status if isinstance(exc, ApiException) else None
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def rfc3339(when: datetime | float) -> str:
-    """Second-precision RFC 3339 in UTC, as metav1.Time serializes."""
-    if not isinstance(when, datetime):
-        when = datetime.fromtimestamp(when, UTC)
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the actuator ---------------------------------------------------------------

@@ -209,3 +209,12 @@ def test_a_wait_longer_than_the_clients_socket_timeout_still_gets_the_reply(
     finally:
         client.close()
     assert results == [3]
+
+
+def test_call_and_submit_fanout_take_a_url_like_enqueue(redis_url: str, r: redis.Redis) -> None:
+    from taskscale.fanout import submit_fanout
+
+    with worker_thread(redis_url):
+        assert call(redis_url, "rpc.add", 2, 3, keys=KEYS, timeout=30) == 5
+    fan = submit_fanout(redis_url, "rpc.add", [[1, 1]], limit=1, keys=KEYS)
+    assert r.exists(KEYS.fanout(fan.id)) == 1

@@ -111,3 +111,19 @@ def test_delay_to_ms() -> None:
     assert delay_to_ms(0) == 0
     assert delay_to_ms(0.0001) == 1  # a positive delay never rounds down to "now"
     assert delay_to_ms(1.5) == 1500
+
+
+def test_enqueue_gives_up_on_a_dead_redis_with_one_line_naming_where(dead_url: str) -> None:
+    from taskscale.connection import RedisUnavailable
+    from taskscale.producer import ProducerSettings
+
+    assert ProducerSettings().retry_for_s <= 5  # fails fast by default
+    url = dead_url.replace("redis://", "redis://app:s3cret-pw@")
+    producer = Producer(url, keys=Keys("t"), settings=ProducerSettings(retry_for_s=0.3))
+    with pytest.raises(RedisUnavailable) as caught:
+        producer.enqueue("t", 1)
+    message = str(caught.value)
+    port = dead_url.rsplit(":", 1)[1].split("/")[0]
+    assert message.startswith("could not enqueue t within 0.3 s: cannot reach Redis at 127.0.0.1:")
+    assert f":{port}/0" in message and "s3cret-pw" not in message
+    assert "\n" not in message
