@@ -125,6 +125,11 @@ class Keys:
         return self.prefix + "wake:scheduler"
 
     @property
+    def schedulers(self) -> str:
+        """ZSET scheduler id -> lease expiry (unix ms, Redis clock) of live schedulers."""
+        return self.prefix + "schedulers"
+
+    @property
     def tracked_processes(self) -> str:
         """ZSET process id -> lease expiry (unix ms, Redis clock) of the processes
         that report tasks through taskscale.tracking (Celery, RQ, any code)."""

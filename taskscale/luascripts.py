@@ -29,6 +29,7 @@ SCRIPT_NAMES = (
     "promote",
     "reap",
     "heartbeat",
+    "scheduler_beat",
 )
 
 
@@ -60,6 +61,7 @@ class Scripts:
     promote: Script
     reap: Script
     heartbeat: Script
+    scheduler_beat: Script
 
 
 _registered: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()

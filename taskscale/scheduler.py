@@ -13,22 +13,27 @@ long timeout that an *alarm* thread cuts short at the exact due time with
 ``CLIENT UNBLOCK``; waits of a few milliseconds are plain sleeps.
 
 Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
-in-flight tasks of workers whose lease expired to the head of their queues.
+in-flight tasks of workers whose lease expired to the head of their queues,
+and every ``lease / 4`` seconds ``scheduler_beat.lua`` renews its entry in
+``{ns}:schedulers`` so ``taskscale status`` can tell when none is running.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 
 import redis
 
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.keys import Keys
+from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
 
 log = logging.getLogger("taskscale.scheduler")
@@ -123,6 +128,9 @@ class Scheduler:
         )
         self._alarm: _Alarm | None = None
         self._blocking_id: int | None = None
+        self.id = check_name(
+            "scheduler id", f"{socket.gethostname()[:80]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
         self.promoted = 0
         self.reaped_tasks = 0
         #: Lateness of the most overdue task of each promoting call, ms (recent ones).
@@ -159,11 +167,24 @@ class Scheduler:
             if not int(reply[2]):
                 return workers, tasks
 
+    def beat(self, *, stopping: bool = False) -> int:
+        """Renew this scheduler's entry in ``schedulers`` (or remove it);
+        return how many schedulers are alive."""
+        lease_ms = 0 if stopping else round(self.settings.lease_s * 1000)
+        return int(
+            self._scripts.scheduler_beat(
+                keys=[self.keys.schedulers], args=[self.id, lease_ms], client=self.redis
+            )
+        )
+
     def run(self) -> int:
         alarm = self._alarm = _Alarm(self.redis)
-        next_reap = 0.0
+        next_reap = next_beat = 0.0
         try:
             while not self._stop.is_set():
+                if time.monotonic() >= next_beat:
+                    retrying(self.beat, give_up_when=self._stop.is_set)
+                    next_beat = time.monotonic() + self.settings.lease_s / 4
                 if time.monotonic() >= next_reap:
                     self._reap_logged()
                     next_reap = time.monotonic() + self.settings.lease_s / 2
@@ -173,7 +194,8 @@ class Scheduler:
                     self.lateness_ms.append(result.lateness_ms)
                 if result.more:
                     continue
-                wait = min(self.settings.max_sleep_s, max(0.0, next_reap - time.monotonic()))
+                soonest = min(next_reap, next_beat) - time.monotonic()
+                wait = min(self.settings.max_sleep_s, max(0.0, soonest))
                 if result.next_due_ms is not None:
                     wait = min(wait, (result.next_due_ms - result.now_ms) / 1000)
                 self._sleep(wait, alarm)
@@ -183,6 +205,8 @@ class Scheduler:
         finally:
             alarm.close()
             self._blocker.close()
+            with contextlib.suppress(redis.RedisError):
+                self.beat(stopping=True)
         return 0
 
     def _reap_logged(self) -> None:

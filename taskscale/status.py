@@ -14,6 +14,9 @@ import redis
 
 from taskscale.keys import PRIORITY_LEVELS, Keys
 
+#: A delayed task due longer ago than this counts as overdue in the status.
+OVERDUE_GRACE_MS = 2000
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -32,6 +35,7 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.time()
     members, active, idle, workers, now = pipe.execute()
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     names = sorted({_text(t) for t in (*members, *active, *idle)})
     pipe = client.pipeline(transaction=False)
     for name in names:
@@ -39,11 +43,13 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
             pipe.llen(keys.queue(name, level))
         pipe.zcard(keys.delayed(name))
         pipe.llen(keys.dead(name))
+        pipe.zcount(keys.delayed(name), "-inf", now_ms - OVERDUE_GRACE_MS)
         pipe.hgetall(keys.stats(name))
     for worker_id, _ in workers:
         pipe.hgetall(keys.worker(_text(worker_id)))
-    replies = pipe.execute()
-    per_type = PRIORITY_LEVELS + 3
+    pipe.zrangebyscore(keys.schedulers, now_ms, "+inf")
+    *replies, schedulers = pipe.execute()
+    per_type = PRIORITY_LEVELS + 4
     active_by = {_text(k): _int(v) for k, v in active.items()}
     idle_by = {_text(k): float(v) for k, v in idle.items()}
     types: dict[str, Any] = {}
@@ -57,18 +63,50 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
             "completed": stats.get("completed", 0),
             "failed": stats.get("failed", 0),
             "dead": chunk[PRIORITY_LEVELS + 1],
+            "overdue": chunk[PRIORITY_LEVELS + 2],
             "idle_since": idle_by.get(name),
             "stats": stats,
         }
     records = replies[len(names) * per_type :]
-    return {
+    live_workers = [
+        _worker(_text(wid), lease, record)
+        for (wid, lease), record in zip(workers, records, strict=True)
+    ]
+    status: dict[str, Any] = {
         "now": int(now[0]) + int(now[1]) / 1e6,
         "types": types,
-        "workers": [
-            _worker(_text(wid), lease, record)
-            for (wid, lease), record in zip(workers, records, strict=True)
-        ],
+        "workers": live_workers,
+        "schedulers": sorted(_text(s) for s in schedulers),
     }
+    status["warnings"] = warnings(status, now_ms)
+    return status
+
+
+def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
+    """What would stall silently: overdue delayed tasks with no scheduler
+    alive, ready tasks of a type no live worker serves."""
+    found: list[str] = []
+    served = {
+        t
+        for w in status["workers"]
+        if w["registered"] and w["lease_expires_ms"] > now_ms
+        for t in w["types"]
+    }
+    if not status["schedulers"]:
+        overdue = {n: t["overdue"] for n, t in status["types"].items() if t["overdue"]}
+        if overdue:
+            listed = ", ".join(f"{n} ({c})" for n, c in sorted(overdue.items()))
+            found.append(
+                f"delayed tasks are overdue and no scheduler is alive: {listed}; "
+                "delayed tasks and retries only become ready when `taskscale scheduler` runs"
+            )
+    for name, t in sorted(status["types"].items()):
+        if t["queued"] and name not in served:
+            found.append(
+                f"{name}: {t['queued']} task(s) ready and no live worker serves {name} "
+                "(start one with --types including it, or `taskscale types forget` a mistake)"
+            )
+    return found
 
 
 def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
@@ -152,4 +190,8 @@ def render(status: dict[str, Any]) -> str:
     lines += _table(["WORKER", "POD/HOST", "TYPES", "BUSY", "HEARTBEAT"], worker_rows)
     if not worker_rows:
         lines.append("(no live workers)")
+    lines.append("")
+    alive = status.get("schedulers", [])
+    lines.append(f"schedulers alive: {len(alive)}")
+    lines += [f"WARNING: {w}" for w in status.get("warnings", [])]
     return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""`taskscale status` says what would otherwise stall silently: overdue
+delayed tasks with no scheduler alive, ready tasks no live worker serves."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+from rthelpers import running_worker
+from waiting import wait_until
+
+from taskscale.keys import Keys
+from taskscale.producer import Producer
+from taskscale.scheduler import Scheduler, SchedulerSettings
+from taskscale.status import collect, render
+
+pytestmark = pytest.mark.integration
+
+
+def make_overdue(r: redis.Redis, keys: Keys, task_type: str, by_ms: int = 60_000) -> None:
+    """Move every delayed task of the type's due time ``by_ms`` into the past."""
+    sec, usec = r.time()
+    now_ms = int(sec) * 1000 + int(usec) // 1000
+    for member in r.zrange(keys.delayed(task_type), 0, -1):
+        r.zadd(keys.delayed(task_type), {member: now_ms - by_ms})
+
+
+def test_overdue_delayed_tasks_without_a_scheduler_are_a_warning(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("mail", delay=3600)
+    producer.enqueue("mail", delay=3600)
+    assert collect(r, keys)["warnings"] == []  # delayed but not due: nothing wrong
+    make_overdue(r, keys, "mail")
+    status = collect(r, keys)
+    assert status["types"]["mail"]["overdue"] == 2
+    assert status["schedulers"] == []
+    [warning] = status["warnings"]
+    assert warning.startswith("delayed tasks are overdue and no scheduler is alive: mail (2)")
+    assert "WARNING: delayed tasks are overdue" in render(status)
+
+
+def test_a_running_scheduler_is_listed_and_silences_the_warning(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("later", delay=3600)
+    make_overdue(r, keys, "later")
+    scheduler = Scheduler(
+        redis.Redis.from_url(redis_url), keys=keys, settings=SchedulerSettings(lease_s=4.0)
+    )
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: collect(r, keys)["schedulers"] == [scheduler.id])
+        wait_until(lambda: collect(r, keys)["types"]["later"]["delayed"] == 0)  # promoted
+        assert "schedulers alive: 1" in render(collect(r, keys))
+        # A due task the scheduler has not reached yet is no warning while it lives.
+        producer.enqueue("again", delay=3600)
+        make_overdue(r, keys, "again")
+        assert not any("no scheduler" in w for w in collect(r, keys)["warnings"])
+    finally:
+        scheduler.stop()
+        thread.join(10)
+    assert collect(r, keys)["schedulers"] == []  # a clean stop deregisters at once
+
+
+def test_a_killed_scheduler_drops_out_when_its_lease_ends(r: redis.Redis, keys: Keys) -> None:
+    scheduler = Scheduler(r, keys=keys, settings=SchedulerSettings(lease_s=0.3))
+    assert scheduler.beat() == 1
+    assert collect(r, keys)["schedulers"] == [scheduler.id]
+    wait_until(lambda: collect(r, keys)["schedulers"] == [])  # no stop: the lease lapses
+
+
+def test_ready_tasks_of_a_type_no_live_worker_serves_are_a_warning(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    producer.enqueue("orphan", 1)
+    with running_worker(redis_url, ("noop",)):
+        wait_until(lambda: len(collect(r, keys)["workers"]) == 1)
+        warnings = collect(r, keys)["warnings"]
+    assert warnings == [
+        "orphan: 1 task(s) ready and no live worker serves orphan "
+        "(start one with --types including it, or `taskscale types forget` a mistake)"
+    ]
