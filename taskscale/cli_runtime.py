@@ -37,6 +37,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
+from taskscale.logs import add_logging_arguments, configure_logging
 
 if TYPE_CHECKING:
     from taskscale.worker import Worker
@@ -59,7 +60,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
         help=f"key namespace (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    add_logging_arguments(parser)
 
 
 def seconds(text: str) -> float:
@@ -148,10 +149,7 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     """Run a subcommand; turn the errors a user can fix into one line."""
 
     def guarded(args: argparse.Namespace) -> int:
-        logging.basicConfig(
-            level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
+        configure_logging(args)
         try:
             return run(args)
         except (UsageError, ValueError, RedisUnavailable) as exc:

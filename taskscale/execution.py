@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskscale import envelope
+from taskscale.logs import task_fields
 from taskscale.metrics import WorkerMetrics
 from taskscale.tasks import TaskRegistry
 
@@ -111,6 +112,10 @@ class TaskRunner:
             env = envelope.decode(task.raw)
         except envelope.EnvelopeError as exc:
             return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
+        with task_fields(env.id, env.type, self.worker_id):
+            return self._run(env, task)
+
+    def _run(self, env: envelope.Envelope, task: Claimed) -> Outcome:
         if self.metrics is not None:
             since = env.due_ms or env.enqueued_ms or task.now_ms
             self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from taskscale.controller.metrics import ControllerMetrics, HealthState, MetricsServer
+from taskscale.logs import add_logging_arguments, configure_logging
 
 log = logging.getLogger("taskscale.controller")
 
@@ -50,7 +51,7 @@ def _add_controller(subparsers: Any) -> None:
         help="namespace of the Lease (default: $POD_NAMESPACE or default)",
     )
     p.add_argument("--leader-election-id", default="taskscale-controller", help="Lease name")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_logging_arguments(p)
     p.set_defaults(func=run_controller)
 
 
@@ -75,10 +76,7 @@ def _unavailable(command: str, exc: ImportError) -> int:
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args)
     # Imported here: `taskscale --help` must not need the Kubernetes client.
     from kubernetes import client
 

@@ -143,6 +143,7 @@ def test_controller_args_follow_the_agreed_command_line() -> None:
         "--metrics-port=9090",
         "--metrics-host=0.0.0.0",
         "--log-level=info",
+        "--log-format=text",
         "--leader-elect",
         "--leader-election-namespace=taskscale-system",
         "--leader-election-id=taskscale-controller",

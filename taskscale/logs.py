@@ -1,0 +1,134 @@
+"""Logging for every long-running command: one set of flags, text or JSON.
+
+``--log-level`` (env ``TASKSCALE_LOG_LEVEL``) and ``--log-format text|json``
+(env ``TASKSCALE_LOG_FORMAT``) are added by :func:`add_logging_arguments` and
+checked the same way by every command; :func:`configure_logging` applies them.
+
+JSON lines come from python-json-logger, one object per record with
+``time``, ``level``, ``logger`` and ``message``, plus ``task_id``,
+``task_type`` and ``worker_id`` while a task runs (set by the worker through
+:func:`task_fields`, so a task function's own log lines carry them too).
+Passwords in URLs are masked in every message, in both formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextvars
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+LOG_LEVEL_ENV = "TASKSCALE_LOG_LEVEL"
+LOG_FORMAT_ENV = "TASKSCALE_LOG_FORMAT"
+LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: Fields a record carries while a task runs (JSON keys; text shows them too).
+TASK_FIELDS = ("task_id", "task_type", "worker_id")
+
+_task: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "taskscale_task", default=None
+)
+# scheme://user:password@ -> scheme://user:***@ (any scheme, user may be empty)
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def _choice(name: str, allowed: tuple[str, ...]) -> Any:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        value = {"warn": "warning"}.get(value, value)
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a {name}: use one of {', '.join(allowed)}"
+            )
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--log-format``, defaulting to their env variables."""
+    parser.add_argument(
+        "--log-level",
+        type=_choice("log level", LEVELS),
+        default=os.environ.get(LOG_LEVEL_ENV, "info"),
+        help=f"{', '.join(LEVELS)} (env {LOG_LEVEL_ENV}; default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        type=_choice("log format", FORMATS),
+        default=os.environ.get(LOG_FORMAT_ENV, "text"),
+        help=f"text or json, one object per line (env {LOG_FORMAT_ENV}; default text)",
+    )
+
+
+class _Context(logging.Filter):
+    """Masks URL passwords and adds the running task's fields to a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message or record.args:
+            record.msg, record.args = masked, None
+        fields = _task.get()
+        if fields:
+            for key, value in fields.items():
+                if not hasattr(record, key):
+                    setattr(record, key, value)
+        return True
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        extra = [f"{k}={getattr(record, k)}" for k in TASK_FIELDS if hasattr(record, k)]
+        if not extra:
+            return text
+        first, sep, rest = text.partition("\n")
+        return f"{first} [{' '.join(extra)}]{sep}{rest}"
+
+
+def configure_logging(args: argparse.Namespace | None = None, **overrides: str) -> None:
+    """Send every log record to stderr, formatted as ``args`` (or overrides) say."""
+    level = overrides.get("level") or getattr(args, "log_level", None) or "info"
+    fmt = overrides.get("format") or getattr(args, "log_format", None) or "text"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_Context())
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                datefmt="%Y-%m-%dT%H:%M:%S%z",
+            )
+        )
+    else:
+        handler.setFormatter(_TextFormatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+@contextmanager
+def task_fields(task_id: str, task_type: str, worker_id: str) -> Iterator[None]:
+    """Within the block, this thread's log records carry the task's fields."""
+    token = _task.set({"task_id": task_id, "task_type": task_type, "worker_id": worker_id})
+    try:
+        yield
+    finally:
+        _task.reset(token)
