@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: setup demo test lint unit e2e bench clean
+.PHONY: setup demo test lint unit e2e bench bench-runtime bench-reaction clean
 
 VENV := .venv/bin
 
@@ -28,5 +28,17 @@ e2e:
 	TASKSCALE_SETUP_E2E=1 bash scripts/setup.sh
 	bash e2e/run.sh
 
-bench:
-	$(VENV)/python -m bench.run
+# The benchmarks that need only what `make setup` installs (a few minutes);
+# docs/benchmarks.md has each one's method and recorded results.
+bench: setup
+	$(VENV)/python -m bench.simulate --no-plot
+	$(VENV)/python -m bench.reconcile_bench
+
+# The worker runtime against RQ, arq, dramatiq, Celery and saq (peers in their own venv).
+bench-runtime: setup
+	bash bench/setup_peers.sh
+	$(VENV)/python -m bench.runtime_bench
+
+# Scale-from-zero reaction on a real API server (the Kubernetes build).
+bench-reaction: setup
+	$(VENV)/python -m bench.reaction
