@@ -1,0 +1,44 @@
+"""charts/taskscale/README.md's values table is generated from values.yaml."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "taskscale"
+
+
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("chart_readme", REPO / "scripts/chart_readme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["chart_readme"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_values_table_matches_values_yaml() -> None:
+    gen = generator()
+    readme = (CHART / "README.md").read_text()
+    assert gen.render(readme, (CHART / "values.yaml").read_text()) == readme, (
+        "charts/taskscale/README.md is stale: run python scripts/chart_readme.py"
+    )
+
+
+def test_every_value_has_a_description() -> None:
+    gen = generator()
+    text = (CHART / "values.yaml").read_text()
+    import yaml
+
+    rows = gen.rows(yaml.safe_load(text), gen.comments(text))
+    assert [path for path, _, note in rows if not note] == []
+
+
+def test_a_changed_default_makes_the_check_fail() -> None:
+    gen = generator()
+    readme = (CHART / "README.md").read_text()
+    values = (CHART / "values.yaml").read_text().replace("logFormat: text", "logFormat: json")
+    assert gen.render(readme, values) != readme
