@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: setup demo test lint unit e2e bench bench-runtime bench-reaction clean
+.PHONY: setup demo test lint unit e2e bench bench-runtime bench-reaction release clean
 
 VENV := .venv/bin
 
@@ -27,6 +27,11 @@ unit:
 e2e:
 	TASKSCALE_SETUP_E2E=1 bash scripts/setup.sh
 	bash e2e/run.sh
+
+# sdist + wheel (twine-checked) and the chart package in dist/, after checking
+# that every file names the same version; IMAGES=1 also builds labelled images.
+release: setup
+	bash scripts/release.sh $(if $(IMAGES),--images)
 
 # The benchmarks that need only what `make setup` installs (a few minutes);
 # docs/benchmarks.md has each one's method and recorded results.

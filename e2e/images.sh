@@ -41,6 +41,8 @@ if [ -z "$base" ]; then
     echo "images.sh: base $base ready in $((SECONDS - t0)) s" >&2
   fi
 fi
+# The version the images are labelled with (org.opencontainers.image.version).
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/pyproject.toml" | head -1)"
 secret=()
 ca="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 [ -s "$ca" ] && secret=(--secret "id=cacert,src=$ca")
@@ -49,7 +51,8 @@ for target in worker controller example-redis; do
   image="taskscale-$target:$tag"
   t0=$SECONDS
   "$docker_cli" build -q -f "$repo/deploy/Dockerfile" --target "$target" \
-    --build-arg "BASE_IMAGE=$base" "${secret[@]}" -t "$image" "$repo" >/dev/null
+    --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" "${secret[@]}" \
+    -t "$image" "$repo" >/dev/null
   size="$("$docker_cli" image inspect --format '{{.Size}}' "$image")"
   echo "images.sh: $image built in $((SECONDS - t0)) s, $((size / 1000000)) MB" >&2
   if [ -n "$save_dir" ]; then

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
+import pytest
+import redis
 import yaml
+from waiting import wait_until
 
 import taskscale
+from taskscale.keys import Keys
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,3 +33,91 @@ def test_license_file_is_the_one_declared() -> None:
     text = (REPO / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_release_script_checks_versions() -> None:
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts/release.sh"), "--check-versions"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"version {taskscale.__version__} agrees everywhere" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_wheel_installs_alone_and_runs_a_worker_and_an_enqueue(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """What a user gets from `pip install taskscale-*.whl` in a clean venv:
+    the scripts, the CRD and a working worker, with no source tree around."""
+    dist = tmp_path / "dist"
+    build = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    wheels = sorted(dist.glob("*.whl"))
+    assert len(wheels) == 1 and len(sorted(dist.glob("*.tar.gz"))) == 1
+    check = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.iterdir())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        names = set(wheel.namelist())
+    assert {"taskscale/scripts/claim.lua", "taskscale/scripts/lib/stamp.lua"} <= names
+    assert "taskscale/controller/crd.yaml" in names
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run(
+        [str(venv / "bin/pip"), "install", "-q", str(wheels[0])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    exe = str(venv / "bin/taskscale")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "TASKSCALE_REDIS_URL": redis_url}
+    cwd = tmp_path  # not the repo: nothing may come from the source tree
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [exe, *argv], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
+        )
+
+    assert run("--version").stdout.strip() == f"taskscale {taskscale.__version__}"
+    assert "kind: CustomResourceDefinition" in run("crd").stdout
+    enqueued = run("enqueue", "noop", "--count", "3")
+    assert enqueued.returncode == 0, enqueued.stderr
+    worker = subprocess.Popen(
+        [exe, "worker", "--import", "taskscale.examples", "--types", "noop"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        client = redis.Redis.from_url(redis_url)
+        keys = Keys()  # the default namespace: env holds no TASKSCALE_NAMESPACE
+        wait_until(lambda: int(client.hget(keys.stats("noop"), "completed") or 0) == 3)
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err.decode()[-3000:]
+    imported = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import taskscale; print(taskscale.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+    assert str(venv) in imported.stdout  # the installed copy, not the repo's

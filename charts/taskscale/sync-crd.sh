@@ -4,6 +4,7 @@
 #   deploy/crd/taskscaler.yaml              -> templates/crd.yaml (behind crds.install)
 #   deploy/prometheus/taskscale-alerts.yaml -> files/alerts.yaml
 #   deploy/grafana/taskscale.json           -> files/taskscale-dashboard.json
+#   deploy/crd/taskscaler.yaml              -> taskscale/controller/crd.yaml (in the wheel)
 # deploy/ is the source of truth; tests/chart checks the copies are current.
 #
 # Usage: bash charts/taskscale/sync-crd.sh [--check]
@@ -52,6 +53,8 @@ sync() {  # $1: target (relative to the chart); stdin: wanted content
 }
 
 render_crd | sync templates/crd.yaml
+# The wheel carries the CRD too (`taskscale crd | kubectl apply -f -`).
+sync ../../taskscale/controller/crd.yaml < "$repo/deploy/crd/taskscaler.yaml"
 sync files/alerts.yaml < "$repo/deploy/prometheus/taskscale-alerts.yaml"
 sync files/taskscale-dashboard.json < "$repo/deploy/grafana/taskscale.json"
 exit "$stale"
