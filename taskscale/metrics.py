@@ -8,7 +8,16 @@ registry so several workers in one process (tests) do not collide.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 
 OUTCOMES = ("completed", "retried", "dead")
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
@@ -20,6 +29,7 @@ class WorkerMetrics:
 
     def __init__(self, *, types: tuple[str, ...], threads: int) -> None:
         self.registry = CollectorRegistry()
+        register_process_metrics(self.registry, "worker")
         self.tasks = Counter(
             "taskscale_worker_tasks_total",
             "Task runs finished, by type and outcome (completed, retried, dead).",
@@ -86,3 +96,18 @@ class WorkerMetrics:
     def serve(self, port: int, *, addr: str = "0.0.0.0") -> None:
         """Expose ``/metrics`` on ``port`` (a daemon thread)."""
         start_http_server(port, addr=addr, registry=self.registry)
+
+
+def register_process_metrics(registry: CollectorRegistry, component: str) -> None:
+    """``process_*`` (CPU, memory, open fds), ``python_*`` (version, GC) and
+    ``taskscale_build_info{version, component}`` on ``registry``."""
+    from taskscale import __version__
+
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    Gauge(
+        "taskscale_build_info",
+        "Always 1; the labels say which taskscale version this process runs.",
+        ["version", "component"],
+        registry=registry,
+    ).labels(version=__version__, component=component).set(1)

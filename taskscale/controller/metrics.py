@@ -27,6 +27,7 @@ from prometheus_client import (
 )
 
 from taskscale.controller.types import Observation, ReasonCode
+from taskscale.metrics import register_process_metrics
 
 #: Redis operations whose failures are counted (label ``operation``).
 REDIS_OPERATIONS = ("observe", "demand")
@@ -52,6 +53,7 @@ class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        register_process_metrics(r, "controller")
         self.desired_replicas = Gauge(
             "taskscale_desired_replicas",
             "Replicas the policy asked for in the last reconcile.",

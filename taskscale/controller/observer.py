@@ -255,8 +255,10 @@ class DemandListener:
         on_demand: Callable[[str], None],
         *,
         settings: ListenerSettings | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_error = on_error
         self._channel = keys.demand_channel
         self._on_demand = on_demand
         self._settings = settings or ListenerSettings()
@@ -294,6 +296,8 @@ class DemandListener:
                 if self._had_subscription:
                     delay = self._settings.retry_initial_s
                 log.warning("demand listener: %s; resubscribing in %.1f s", exc, delay)
+                if self._on_error is not None:
+                    self._on_error(exc)
                 self._stop.wait(delay)
                 delay = min(delay * 2, self._settings.retry_max_s)
 

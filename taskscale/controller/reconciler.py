@@ -266,7 +266,10 @@ class Reconciler:
         group = _Group(client=client, observer=Observer(client, keys))
         if self._settings.listen_for_demand:
             group.listener = DemandListener(
-                client, keys, lambda task_type: self._on_demand(group_key, task_type)
+                client,
+                keys,
+                lambda task_type: self._on_demand(group_key, task_type),
+                on_error=lambda exc: self.metrics.count_redis_error("demand"),
             )
             group.listener.start()
         return group

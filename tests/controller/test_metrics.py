@@ -108,3 +108,25 @@ def test_observed_idle_seconds_are_zero_while_busy_and_age_when_idle() -> None:
     assert metrics.sample("taskscale_observed_idle_seconds", idle) == 100.0
     metrics.forget_scaler("ns/a", ("busy", "idle"))
     assert metrics.sample("taskscale_observed_active_tasks", busy) is None
+
+
+def test_build_info_and_process_metrics_on_controller_and_worker_registries() -> None:
+    from prometheus_client import generate_latest
+
+    import taskscale
+    from taskscale.controller.metrics import ControllerMetrics
+    from taskscale.metrics import WorkerMetrics
+
+    for component, registry in (
+        ("controller", ControllerMetrics().registry),
+        ("worker", WorkerMetrics(types=("a",), threads=1).registry),
+    ):
+        assert (
+            registry.get_sample_value(
+                "taskscale_build_info", {"version": taskscale.__version__, "component": component}
+            )
+            == 1
+        )
+        text = generate_latest(registry).decode()
+        assert "\nprocess_resident_memory_bytes " in text
+        assert "\npython_info{" in text

@@ -337,3 +337,32 @@ def test_listener_stop_ends_its_thread(r: redis.Redis, keys: Keys) -> None:
     listener.stop()
 
     assert listeners() == before
+
+
+def test_listener_reports_each_connection_error(keys: Keys) -> None:
+    from redis_server import free_port
+
+    from taskscale.controller.metrics import ControllerMetrics
+
+    metrics = ControllerMetrics()
+    dead = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    listener = DemandListener(
+        dead,
+        keys,
+        lambda _: None,
+        settings=ListenerSettings(poll_s=0.1, retry_initial_s=0.05, retry_max_s=0.1),
+        on_error=lambda exc: metrics.count_redis_error("demand"),
+    )
+    listener.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            value = metrics.registry.get_sample_value(
+                "taskscale_redis_errors_total", {"operation": "demand"}
+            )
+            if value and value >= 2:
+                break
+            time.sleep(0.05)
+        assert value is not None and value >= 2  # counted on every failed attempt
+    finally:
+        listener.stop()
