@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from taskscale import __version__
+from taskscale.envdefaults import apply_env_defaults
 
 #: subcommand -> module providing ``add_parser(subparsers) -> None``; the
 #: parser it adds sets ``func(args) -> int`` as its default.
@@ -51,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.add_parser(sub)
         seen.add(module_name)
+    # demo starts its own Redis: an exported TASKSCALE_REDIS_URL must not redirect it
+    apply_env_defaults(parser, skip=("demo",))
     return parser
 
 

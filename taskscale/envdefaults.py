@@ -1,0 +1,61 @@
+"""Every command-line option can also come from the environment.
+
+``--threads 8`` may be given as ``TASKSCALE_THREADS=8``: the variable's name
+is ``TASKSCALE_`` plus the option's long name in capitals with ``-`` as
+``_``. A flag on the command line wins over the variable, the variable over
+the built-in default. The value goes through the option's own type check, so
+``TASKSCALE_THREADS=zero`` is refused with the same sentence as
+``--threads zero``. Switches (``--json``) take 1/true/yes/on or 0/false/no/off;
+repeatable options (``--import``) take a comma-separated list.
+
+``taskscale demo`` is left out: it starts its own Redis unless told
+otherwise, and must not pick up an application's ``TASKSCALE_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+
+PREFIX = "TASKSCALE_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_name(option: str) -> str:
+    """``--dead-letter-cap`` -> ``TASKSCALE_DEAD_LETTER_CAP``."""
+    return PREFIX + option.lstrip("-").replace("-", "_").upper()
+
+
+def apply_env_defaults(
+    parser: argparse.ArgumentParser,
+    environ: Mapping[str, str] | None = None,
+    *,
+    skip: tuple[str, ...] = (),
+) -> None:
+    """Set the defaults of ``parser`` and its subcommands (but those named in
+    ``skip``) from ``environ``."""
+    env = os.environ if environ is None else environ
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if name not in skip:
+                    apply_env_defaults(sub, env)
+            continue
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs or action.dest in ("help", "version"):
+            continue
+        raw = env.get(env_name(longs[0]))
+        if raw is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+            value = raw.strip().lower()
+            if value not in _TRUE | _FALSE:
+                parser.error(f"{env_name(longs[0])}={raw!r}: use 1/true/yes/on or 0/false/no/off")
+            on = value in _TRUE
+            action.default = on if isinstance(action, argparse._StoreTrueAction) else not on
+        elif isinstance(action, argparse._AppendAction):
+            action.default = [v.strip() for v in raw.split(",") if v.strip()]
+        else:
+            action.default = raw  # a string: argparse applies the option's type to it
