@@ -121,3 +121,12 @@ def test_wheel_installs_alone_and_runs_a_worker_and_an_enqueue(
         timeout=60,
     )
     assert str(venv) in imported.stdout  # the installed copy, not the repo's
+
+
+def test_chart_metadata_is_complete() -> None:
+    chart = yaml.safe_load((REPO / "charts/taskscale/Chart.yaml").read_text())
+    for field in ("kubeVersion", "home", "sources", "keywords", "maintainers", "annotations"):
+        assert chart.get(field), field
+    assert all(m.get("name") and "example" not in str(m) for m in chart["maintainers"])
+    crds = yaml.safe_load(chart["annotations"]["artifacthub.io/crds"])
+    assert crds[0]["name"] == "taskscalers.taskscale.io"
