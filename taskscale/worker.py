@@ -45,6 +45,7 @@ import redis
 
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
 from taskscale.execution import Claimed, Outcome, RetryPolicy, TaskRunner
+from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
@@ -71,12 +72,14 @@ class Worker:
         keys: Keys | None = None,
         registry: TaskRegistry | None = None,
         metrics: WorkerMetrics | None = None,
+        health: HealthState | None = None,
     ) -> None:
         self.redis = client
         self.settings = settings
         self.keys = keys or Keys.from_env()
         self.registry = registry or default_registry
         self.metrics = metrics
+        self.health = health
         self.pod = settings.pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.id = check_name("worker id", settings.worker_id or default_worker_id(self.pod))
         self._scripts: Scripts = scripts_for(client)
@@ -111,6 +114,8 @@ class Worker:
         if self._stopping.is_set():
             self._forced.set()
         self._stopping.set()
+        if self.health is not None:
+            self.health.set_ready(False)
         self._slot_freed.set()
 
     def install_signal_handlers(self) -> None:
@@ -354,6 +359,9 @@ class Worker:
         self._scripts.heartbeat(
             keys=[self.keys.workers, self.keys.worker(self.id)], args=args, client=self.redis
         )
+        if self.health is not None:  # the lease is renewed: alive, ready unless stopping
+            self.health.beat()
+            self.health.set_ready(not self._stopping.is_set())
 
     def _drain(self) -> None:
         """Wait for running tasks, up to the grace period or a forced stop."""
@@ -413,9 +421,14 @@ def run_worker(
 ) -> int:
     """Run a worker in this process with signal handling (the CLI's entry)."""
     metrics = WorkerMetrics(types=settings.types, threads=settings.threads)
-    if metrics_port is not None:
-        metrics.serve(metrics_port)
-    worker = Worker(client, settings, keys=keys, metrics=metrics)
+    health = HealthState(
+        clock=time.monotonic,
+        stale_after_s=max(60.0, 3 * settings.lease_s),
+        ready_stale_after_s=settings.lease_s,
+    )
+    if metrics_port is not None:  # /metrics, /healthz, /readyz
+        MetricsServer(metrics.registry, health, host="0.0.0.0", port=metrics_port).start()
+    worker = Worker(client, settings, keys=keys, metrics=metrics, health=health)
     worker.install_signal_handlers()
     if on_ready is not None:
         on_ready(worker)

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any
 
-from taskscale.controller.metrics import ControllerMetrics, HealthState, MetricsServer
+from taskscale.controller.metrics import ControllerMetrics
+from taskscale.health import HealthState, MetricsServer
 from taskscale.logs import add_logging_arguments, configure_logging
 
 log = logging.getLogger("taskscale.controller")
@@ -94,7 +95,9 @@ def run_controller(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     metrics = ControllerMetrics()
     health = HealthState(clock=time.monotonic)
-    server = MetricsServer(metrics, health, host=args.metrics_host, port=args.metrics_port).start()
+    server = MetricsServer(
+        metrics.registry, health, host=args.metrics_host, port=args.metrics_port
+    ).start()
     identity = default_identity()
     settings = ControllerSettings(watch_namespace=args.watch_namespace)
     running: list[KubeController] = []

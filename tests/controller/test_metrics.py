@@ -13,10 +13,9 @@ from taskscale.controller.metrics import (
     API_OPERATIONS,
     REDIS_OPERATIONS,
     ControllerMetrics,
-    HealthState,
-    MetricsServer,
 )
 from taskscale.controller.types import Observation, TypeObservation
+from taskscale.health import HealthState, MetricsServer
 
 
 class Clock:
@@ -36,7 +35,7 @@ def clock() -> Clock:
 def served(clock: Clock) -> Iterator[tuple[ControllerMetrics, HealthState, str]]:
     metrics = ControllerMetrics()
     health = HealthState(clock=clock, stale_after_s=30)
-    server = MetricsServer(metrics, health, host="127.0.0.1", port=0).start()
+    server = MetricsServer(metrics.registry, health, host="127.0.0.1", port=0).start()
     yield metrics, health, f"http://127.0.0.1:{server.port}"
     server.stop()
 
