@@ -119,7 +119,7 @@ def _build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> _Plan:
         len(windows),
         *(value for t, lead_ms in windows for value in (index[t], lead_ms)),
     ]
-    script_keys = (keys.active, keys.idle_since, keys.workers)
+    script_keys = (keys.active, keys.idle_since, keys.workers, keys.schedulers)
     return _Plan(types, script_keys, tuple(args), windows)
 
 
@@ -144,7 +144,7 @@ def _assemble(
     reply: Any, plan: _Plan, requests: Mapping[str, ObserveRequest]
 ) -> dict[str, Observation]:
     try:
-        seconds, micros, active, idle, per_type, upcoming, flat_workers = reply
+        seconds, micros, active, idle, per_type, upcoming, flat_workers, schedulers = reply
         at = int(seconds) + int(micros) / 1e6
         position = {t: i for i, t in enumerate(plan.types)}
         by_window = {
@@ -164,6 +164,7 @@ def _assemble(
             at=at,
             types={t: by_window[(t, lead_ms)] for t in request.types},
             workers=tuple(w for w in workers if served.intersection(w.types)),
+            schedulers_alive=int(schedulers),
         )
     return out
 

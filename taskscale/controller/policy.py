@@ -38,6 +38,7 @@ when it becomes work; look-ahead covers it at the right moment instead.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from bisect import bisect_left
 from collections import deque
@@ -154,6 +155,7 @@ class _Sizing:
     all_idle: bool
     idle_note: str  #: which type is not idle yet, and for how long still
     details: dict[str, float] = field(default_factory=dict)
+    stranded_due: int = 0  #: due delayed tasks not counted: no scheduler alive
 
     @property
     def work(self) -> int:
@@ -188,6 +190,11 @@ def decide(
     desired, code, why = _hold_busy(sizing, policy, desired, code, why, current)
     if desired == current and code in _SIZING_CODES and target == current:
         code = ReasonCode.STEADY
+    if sizing.stranded_due:
+        why += (
+            f"; {sizing.stranded_due} due delayed task(s) not counted: "
+            "no scheduler is alive to make them ready"
+        )
     details = sizing.details
     details[RECOMMENDATION] = rec
     return Decision(
@@ -205,9 +212,14 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
     idle_note = ""
     longest_wait = -1.0
     details: dict[str, float] = {}
+    no_scheduler = observation.schedulers_alive == 0
+    stranded = 0
     for tp in policy.types:
         name = tp.name
         obs = observation.types.get(name, _NEVER_SEEN)
+        if no_scheduler and obs.due:  # nothing can promote them: not work a worker may claim
+            stranded += obs.due
+            obs = dataclasses.replace(obs, due=0)
         queued += obs.queued
         due += obs.due
         active += obs.active
@@ -230,6 +242,7 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
         all_idle=all_idle,
         idle_note=idle_note,
         details=details,
+        stranded_due=stranded,
     )
 
 

@@ -121,6 +121,9 @@ class Observation:
     at: float  #: Redis server time of the read, unix seconds
     types: Mapping[str, TypeObservation]
     workers: tuple[WorkerObservation, ...] = ()
+    #: Schedulers whose heartbeat lease is live (None = not observed). With
+    #: none, due delayed tasks cannot become ready, so they are not demand.
+    schedulers_alive: int | None = None
 
 
 class ReasonCode:

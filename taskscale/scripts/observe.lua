@@ -5,6 +5,7 @@
 -- KEYS[1]  ACTIVE_TASKS hash (type -> running)
 -- KEYS[2]  IDLE_SINCE hash (type -> unix seconds)
 -- KEYS[3]  workers zset (worker id -> lease expiry, unix ms)
+-- KEYS[4]  schedulers zset (scheduler id -> lease expiry, unix ms)
 --
 -- Per-type keys are built here from templates, each a (before, after) pair
 -- around the type name, that the caller derives from taskscale/keys.py: with
@@ -144,4 +145,7 @@ for _, id in ipairs(ids) do
     end
 end
 
-return {time[1], time[2], active, idle, per_type, upcoming, workers}
+-- Live schedulers: without one, due delayed tasks never become ready.
+local schedulers = redis.call('ZCOUNT', KEYS[4], now_ms, '+inf')
+
+return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers}

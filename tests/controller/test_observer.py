@@ -366,3 +366,16 @@ def test_listener_reports_each_connection_error(keys: Keys) -> None:
         assert value is not None and value >= 2  # counted on every failed attempt
     finally:
         listener.stop()
+
+
+def test_observation_counts_live_schedulers(r: redis.Redis, keys: Keys) -> None:
+    from taskscale.scheduler import Scheduler, SchedulerSettings
+
+    observer = Observer(r, keys)
+    request = {"s": ObserveRequest(("email",), 0)}
+    assert observer.observe(request)["s"].schedulers_alive == 0
+    scheduler = Scheduler(r, keys=keys, settings=SchedulerSettings(lease_s=30))
+    scheduler.beat()
+    assert observer.observe(request)["s"].schedulers_alive == 1
+    scheduler.beat(stopping=True)
+    assert observer.observe(request)["s"].schedulers_alive == 0

@@ -396,3 +396,28 @@ def test_policy_in_simulation_never_interrupts_a_task_where_the_baseline_does() 
     assert ours.never_claimed == 0
     assert ours.interrupted == 0
     assert keda.interrupted > 0  # the same world does interrupt a busy-blind scale-down
+
+
+# --- no scheduler alive ------------------------------------------------------------
+
+
+def test_due_delayed_tasks_are_not_demand_when_no_scheduler_is_alive() -> None:
+    policy = make_policy("a", idle_s=10)
+    stranded = replace(observe(T0, a={"due": 8, "idle_since": T0 - 3600}), schedulers_alive=0)
+    decision = step(policy, History(), T0, 2, observation=stranded)
+    assert decision.desired == 0  # idle: no worker could claim those tasks
+    assert "8 due delayed task(s) not counted: no scheduler is alive" in decision.reason
+
+
+def test_due_delayed_tasks_are_demand_while_a_scheduler_lives_or_when_unknown() -> None:
+    policy = make_policy("a", idle_s=10)
+    for alive in (1, None):
+        obs = replace(observe(T0, a={"due": 8, "idle_since": T0 - 3600}), schedulers_alive=alive)
+        decision = step(policy, History(), T0, 0, observation=obs)
+        assert decision.desired == 2, alive  # 8 / 4
+        assert "not counted" not in decision.reason
+
+
+def test_queued_work_still_counts_without_a_scheduler() -> None:
+    obs = replace(observe(T0, a={"queued": 4, "due": 8}), schedulers_alive=0)
+    assert step(make_policy("a"), History(), T0, 0, observation=obs).desired == 1
