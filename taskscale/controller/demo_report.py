@@ -1,0 +1,241 @@
+"""What ``taskscale demo`` saw: the reconciler's passes as console rows and
+samples, the run's result, the summary and the plot."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from taskscale.controller.demo_load import TASK_TYPE, Arrivals, DemoSettings, LoadPlan
+from taskscale.controller.reconciler import PassOutcome
+
+# --- what the controller did ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    at: float  #: monotonic
+    before: int
+    after: int
+    reason_code: str
+
+
+class ConsoleReporter:
+    """The reconciler's Reporter for the demo: keeps the latest pass and when
+    the target first left zero (for the scale-from-zero figure)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: PassOutcome | None = None
+        self.events: list[ScaleEvent] = []
+        self.problems: list[str] = []
+
+    def report(self, outcome: PassOutcome) -> None:
+        with self._lock:
+            self._latest = outcome
+            if outcome.scaled and outcome.decision is not None and outcome.current is not None:
+                self.events.append(
+                    ScaleEvent(
+                        time.monotonic(),
+                        outcome.current,
+                        outcome.decision.desired,
+                        outcome.decision.reason_code,
+                    )
+                )
+            if outcome.problem is not None:
+                self.problems.append(f"{outcome.problem}: {outcome.message}")
+
+    def latest(self) -> PassOutcome | None:
+        with self._lock:
+            return self._latest
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    queued: int
+    due: int
+    upcoming: int
+    active: int
+    replicas: int
+    desired: int
+    reason_code: str
+
+
+def sample(t: float, outcome: PassOutcome | None, replicas: int) -> Sample:
+    obs = outcome.observation if outcome is not None else None
+    types = obs.types.values() if obs is not None else ()
+    decision = outcome.decision if outcome is not None else None
+    return Sample(
+        t=t,
+        queued=sum(x.queued for x in types),
+        due=sum(x.due for x in types),
+        upcoming=sum(x.upcoming for x in types),
+        active=sum(x.active for x in types),
+        replicas=replicas,
+        desired=decision.desired if decision is not None else replicas,
+        reason_code=decision.reason_code if decision is not None else "-",
+    )
+
+
+class Table:
+    """One row per second; the header again every screenful on a terminal."""
+
+    HEADER = f"{'time':>6} {'load/s':>6} {'queued':>6} {'due':>4} {'upcoming':>8} "
+    HEADER += f"{'active':>6} {'replicas':>9}  decision"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stdout
+        self._tty = self._out.isatty()
+        self._rows = 0
+
+    def row(self, s: Sample, load: int, reason: str) -> None:
+        if self._rows % (25 if self._tty else 10_000) == 0:
+            self._print(self.HEADER)
+        self._rows += 1
+        replicas = f"{s.replicas}/{s.desired}"
+        self._print(
+            f"{s.t:5.0f}s {load:6d} {s.queued:6d} {s.due:4d} {s.upcoming:8d} "
+            f"{s.active:6d} {replicas:>9}  {reason}"
+        )
+
+    def _print(self, line: str) -> None:
+        print(line, file=self._out, flush=True)
+
+
+def reason_text(outcome: PassOutcome | None, width: int = 90) -> str:
+    if outcome is None or outcome.decision is None:
+        return "waiting for the first pass" if outcome is None else outcome.message
+    text = f"{outcome.decision.reason_code}: {outcome.decision.reason}"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@dataclass
+class RunResult:
+    samples: list[Sample]
+    arrivals: Arrivals
+    completed: int
+    final_replicas: int
+    scale_events: int
+    #: Per scale-up from zero driven by new work: seconds from the first task
+    #: enqueued while at zero to the scale-up.
+    reactions_s: list[float]
+    #: Scale-ups from zero made by the look-ahead, before any of the work was due.
+    lookahead_starts: int
+    interrupted: bool
+    log_dir: Path
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def replica_seconds(samples: list[Sample]) -> float:
+    """Integral of replicas over time (each sample holds until the next)."""
+    total, last_t = 0.0, 0.0
+    for s in samples:
+        total += s.replicas * (s.t - last_t)
+        last_t = s.t
+    return total
+
+
+def _replicas_at(samples: list[Sample], t: float) -> int | None:
+    """Replicas of the last sample taken before ``t`` (None if the run ended first)."""
+    before = [s for s in samples if s.t < t]
+    if not before or samples[-1].t < t:
+        return None
+    return before[-1].replicas
+
+
+def summary(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> str:
+    """One paragraph, every figure computed from the run."""
+    samples = result.samples
+    ran_s = samples[-1].t if samples else 0.0
+    peak = max((s.replicas for s in samples), default=0)
+    used = replica_seconds(samples)
+    fixed = settings.max_replicas * ran_s
+    delayed = sum(n for _, n in result.arrivals.delayed)
+    total = result.arrivals.total
+    parts = [
+        f"Summary: in {ran_s:.0f} s, {total} tasks were enqueued ({total - delayed} right away, "
+        f"{delayed} delayed) and {result.completed} completed.",
+        f"Replicas peaked at {peak} and ended at {result.final_replicas}, "
+        f"after {result.scale_events} scale changes.",
+    ]
+    warm = _replicas_at(samples, plan.spike.due_at_s)
+    if delayed and warm is not None:
+        parts.append(
+            f"When the {delayed} delayed tasks fell due at {plan.spike.due_at_s:.0f} s, "
+            f"{warm} replicas were already up."
+        )
+    if result.reactions_s:
+        times = ", ".join(f"{r:.2f}" for r in result.reactions_s)
+        parts.append(
+            f"From zero, the controller started workers {times} s after new work was enqueued."
+        )
+    if result.lookahead_starts:
+        parts.append(
+            f"{result.lookahead_starts} scale-up(s) from zero came from the look-ahead, "
+            "before the delayed work was due."
+        )
+    usage = f"The workers used {used:.0f} replica-seconds"
+    if fixed > 0:
+        usage += f", {100 * (1 - used / fixed):.0f}% less than a fixed pool of "
+        usage += f"{settings.max_replicas} ({fixed:.0f})"
+    parts.append(usage + ".")
+    if result.interrupted:
+        parts.append("(Interrupted before the end.)")
+    return " ".join(parts)
+
+
+def _write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> None:
+    if not result.samples:
+        return
+    try:
+        path = plot(result, plan, settings)
+    except ImportError as exc:
+        print(f"no plot: {exc} (pip install 'taskscale[controller]')", file=sys.stderr)
+        return
+    print(f"plot written to {path}")
+
+
+def plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> Path:
+    """Load, queue, active and replicas over time, as a PNG (matplotlib Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = result.samples
+    t = [s.t for s in samples]
+    load = result.arrivals.per_second(len(samples))
+    fig, (ax_load, ax_queue, ax_rep) = plt.subplots(3, 1, sharex=True, figsize=(10, 8))
+    ax_load.bar(range(len(load)), load, width=1.0, align="edge", color="#8aa", label="arrivals/s")
+    ax_load.set_ylabel("arrivals / s")
+    ax_queue.plot(t, [s.queued + s.due for s in samples], label="queued + due")
+    ax_queue.plot(t, [s.active for s in samples], label="active")
+    ax_queue.plot(t, [s.upcoming for s in samples], "--", label="delayed within lead")
+    ax_queue.set_ylabel("tasks")
+    ax_rep.step(t, [s.replicas for s in samples], where="post", label="replicas")
+    ax_rep.step(t, [s.desired for s in samples], "--", where="post", label="desired")
+    ax_rep.set_ylabel("replicas")
+    ax_rep.set_xlabel("seconds")
+    ax_rep.set_ylim(-0.3, settings.max_replicas + 0.5)
+    due = plan.spike.due_at_s
+    for ax in (ax_load, ax_queue, ax_rep):
+        ax.axvline(due, color="#c44", linestyle=":", linewidth=1)
+        ax.axvspan(due - settings.warmup_lead_s, due, color="#fdd", alpha=0.4)
+        ax.legend(loc="upper right", fontsize="small")
+        ax.grid(alpha=0.3)
+    ax_load.set_title(
+        f"taskscale demo: '{TASK_TYPE}' tasks, {settings.threads} per replica; "
+        f"delayed spike due at {due:.0f} s (shaded: warm-up lead)"
+    )
+    fig.tight_layout()
+    settings.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(settings.out, dpi=100)
+    plt.close(fig)
+    return settings.out
