@@ -42,3 +42,23 @@ def test_a_changed_default_makes_the_check_fail() -> None:
     readme = (CHART / "README.md").read_text()
     values = (CHART / "values.yaml").read_text().replace("logFormat: text", "logFormat: json")
     assert gen.render(readme, values) != readme
+
+
+def test_helm_package_makes_the_versioned_chart_archive(tmp_path: Path) -> None:
+    import tarfile
+
+    import yaml
+    from chartlib import helm
+
+    import taskscale
+
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    archive = tmp_path / f"taskscale-{taskscale.__version__}.tgz"
+    assert archive.exists(), sorted(p.name for p in tmp_path.iterdir())
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        chart_yaml = tar.extractfile("taskscale/Chart.yaml")
+        assert chart_yaml is not None
+        meta = yaml.safe_load(chart_yaml.read())
+    assert {"taskscale/README.md", "taskscale/values.yaml", "taskscale/templates/crd.yaml"} <= names
+    assert meta["appVersion"] == taskscale.__version__
