@@ -13,16 +13,22 @@ try:  # single source: pyproject.toml's version, via the installed metadata
 except PackageNotFoundError:  # pragma: no cover - a source tree never installed
     __version__ = "0+unknown"
 
+from taskscale.cancellation import CancelResult, cancel
+from taskscale.context import TaskContext, current_task
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.tasks import register, task
 from taskscale.tracking import Tracker, track
 
 __all__ = [
     "Call",
+    "CancelResult",
     "Producer",
     "ProducerSettings",
+    "TaskContext",
     "Tracker",
     "__version__",
+    "cancel",
+    "current_task",
     "enqueue",
     "enqueue_many",
     "register",

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "queue": "taskscale.cli_admin",
     "task": "taskscale.cli_admin",
     "types": "taskscale.cli_admin",
+    "cancel": "taskscale.cli_cancel",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",

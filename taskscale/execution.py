@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskscale import envelope
+from taskscale.context import TaskContext, running
 from taskscale.logs import task_fields
 from taskscale.metrics import WorkerMetrics
 from taskscale.tasks import TaskRegistry
@@ -98,12 +99,14 @@ class TaskRunner:
         retry: RetryPolicy,
         max_lost: int,
         metrics: WorkerMetrics | None = None,
+        is_cancelled: Callable[[str], bool] | None = None,
     ) -> None:
         self.registry = registry
         self.worker_id = worker_id
         self.retry = retry
         self.max_lost = max_lost
         self.metrics = metrics
+        self._is_cancelled = is_cancelled or (lambda _task_id: False)
         self._signatures: dict[Callable[..., Any], inspect.Signature | object] = {}
         self._lock = threading.Lock()
 
@@ -135,8 +138,12 @@ class TaskRunner:
             log.error("task %s %s dead-lettered: %s", env.type, env.id, error)
             return self.failed(env, 0, "TypeError", error, final=True)
         started = time.perf_counter()
+        context = TaskContext(
+            env.id, env.type, self.worker_id, env.attempts + 1, self._is_cancelled
+        )
         try:
-            result = fn(*env.args, **env.kwargs)
+            with running(context):
+                result = fn(*env.args, **env.kwargs)
         except Exception as exc:  # a task's error is data for the fail script
             elapsed = time.perf_counter() - started
             tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]

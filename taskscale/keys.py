@@ -169,6 +169,10 @@ class Keys:
         """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""
         return f"{self.prefix}worker:{worker_id}"
 
+    def cancel(self, task_id: str) -> str:
+        """STRING set (with a TTL) while a running task is asked to stop (taskscale.cancel)."""
+        return f"{self.prefix}cancel:{task_id}"
+
     def inflight(self, worker_id: str) -> str:
         """HASH task id -> envelope of the tasks a worker has claimed and not finished."""
         return f"{self.prefix}inflight:{worker_id}"
@@ -211,4 +215,5 @@ STAT_FIELDS = (
     "dead_requeued",  # dead letters an operator requeued (admin)
     "dead_purged",  # dead letters an operator deleted (admin)
     "purged",  # ready or delayed tasks an operator deleted (admin)
+    "cancelled",  # queued or delayed tasks removed by taskscale.cancel
 )

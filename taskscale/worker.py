@@ -89,6 +89,7 @@ class Worker:
             retry=settings.retry,
             max_lost=settings.max_lost,
             metrics=metrics,
+            is_cancelled=lambda task_id: bool(client.exists(self.keys.cancel(task_id))),
         )
         self._inflight_key = self.keys.inflight(self.id)
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()

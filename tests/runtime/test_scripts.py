@@ -417,9 +417,15 @@ def test_reap_returns_tasks_of_expired_workers_only(
 
 
 def test_every_script_is_sent_to_redis_self_contained() -> None:
+    from pathlib import Path
+
     from taskscale.luascripts import SCRIPT_NAMES, script_source
 
-    for name in (*SCRIPT_NAMES, "fanout_submit", "observe"):
+    every = sorted(
+        p.stem for p in (Path(__file__).resolve().parents[2] / "taskscale/scripts").glob("*.lua")
+    )
+    assert {*SCRIPT_NAMES, "fanout_submit", "observe", "cancel"} <= set(every)
+    for name in every:
         text = script_source(name)
         assert "--! include" not in text, name
     # shared logic is inlined into every script that needs it

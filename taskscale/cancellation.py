@@ -1,0 +1,77 @@
+"""Cancel a task by id: ``taskscale.cancel(task_id)`` / ``taskscale cancel ID``.
+
+One ``cancel.lua`` call: a task still queued or delayed is removed atomically
+(nothing can claim it afterwards; an RPC caller is answered with
+``Cancelled``; a unique key is released; a fan-out slot passes on); a running
+task is flagged for :attr:`taskscale.context.TaskContext.cancelled`, which the
+task function checks cooperatively. docs/schema.md has the script's contract.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from taskscale.connection import RedisLike, client_for
+from taskscale.keys import Keys, check_name
+from taskscale.luascripts import script_source
+
+#: How long a running task's cancellation flag is kept (seconds).
+FLAG_TTL_S = 24 * 3600
+#: Most ready-list entries read per type while searching for the task.
+SEARCH_LIMIT = 200_000
+
+_scripts: weakref.WeakKeyDictionary[Any, Script] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """``state``: "queued" or "delayed" (removed), "running" (flagged), or
+    "unknown" (finished, never enqueued, or not found within the search limit);
+    ``where``: the type (removed) or the worker id (running)."""
+
+    state: str
+    where: str
+
+    @property
+    def removed(self) -> bool:
+        return self.state in ("queued", "delayed")
+
+
+def _script(client: redis.Redis) -> Script:
+    found = _scripts.get(client)
+    if found is None:
+        found = _scripts[client] = client.register_script(script_source("cancel"))
+    return found
+
+
+def cancel(
+    task_id: str,
+    *,
+    client: RedisLike = None,
+    task_type: str | None = None,
+    keys: Keys | None = None,
+) -> CancelResult:
+    """Cancel ``task_id``; ``task_type`` narrows the search when known."""
+    if not isinstance(task_id, str) or not task_id or '"' in task_id or "\\" in task_id:
+        raise ValueError(f"invalid task id {task_id!r}")
+    if task_type is not None:
+        check_name("task type", task_type)
+    conn = client_for(client)
+    keys = keys or Keys.from_env()
+    state, where = _script(conn)(
+        keys=[keys.types, keys.workers],
+        args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT],
+        client=conn,
+    )
+    as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in (state, where)]
+    return CancelResult(as_text[0], as_text[1])
+
+
+def is_cancelled(client: redis.Redis, keys: Keys, task_id: str) -> bool:
+    """Whether ``task_id`` was asked to stop while running."""
+    return bool(client.exists(keys.cancel(task_id)))

@@ -1,0 +1,36 @@
+"""``taskscale cancel ID [--type TYPE]``: remove a queued or delayed task, or
+ask a running one to stop (see :mod:`taskscale.cancellation`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from taskscale.cancellation import cancel
+from taskscale.cli_runtime import _client, _common, _guarded
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "cancel", help="cancel a task: removed if queued or delayed, flagged if running"
+    )
+    _common(p)
+    p.add_argument("id", metavar="ID", help="the task id (printed by taskscale enqueue)")
+    p.add_argument("--type", default=None, help="the task's type, to narrow the search")
+    p.set_defaults(func=_guarded(_cancel))
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    client, keys = _client(args)
+    result = cancel(args.id, client=client, task_type=args.type, keys=keys)
+    if result.removed:
+        print(f"task {args.id}: cancelled ({result.state} {result.where}, removed)")
+        return 0
+    if result.state == "running":
+        print(
+            f"task {args.id}: running on worker {result.where}; asked to stop "
+            "(the task function sees current_task().cancelled)"
+        )
+        return 0
+    print(f"task {args.id}: not queued, delayed or running (finished, or never enqueued)")
+    return 3

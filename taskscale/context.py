@@ -1,0 +1,55 @@
+"""What a running task can know about itself: :func:`current_task`.
+
+The worker sets the context around each call of a task function (in its
+executor thread), so the function can read its own id, type and attempt, and
+check :attr:`TaskContext.cancelled` -- true once ``taskscale.cancel(id)`` or
+``taskscale cancel ID`` asked it to stop. Cancellation of a running task is
+cooperative: nothing interrupts the function; a long task checks the flag
+between steps and returns (or raises) early.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """The running task, as its worker sees it."""
+
+    task_id: str
+    task_type: str
+    worker_id: str
+    attempt: int  #: 1 for the first run, 2 for the first retry...
+    _is_cancelled: Callable[[str], bool] = field(repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancellation was asked for (one Redis read per call)."""
+        return self._is_cancelled(self.task_id)
+
+
+_current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(
+    "taskscale_current_task", default=None
+)
+
+
+def current_task() -> TaskContext:
+    """The task running in this thread; RuntimeError outside a task function."""
+    found = _current.get()
+    if found is None:
+        raise RuntimeError("current_task() is only available inside a task function")
+    return found
+
+
+@contextmanager
+def running(context: TaskContext) -> Iterator[None]:
+    """Within the block, :func:`current_task` returns ``context`` (the worker's side)."""
+    token = _current.set(context)
+    try:
+        yield
+    finally:
+        _current.reset(token)

@@ -1,0 +1,94 @@
+-- cancel: cancel task ID.  A task still queued or delayed is removed, in
+-- this one atomic step, so no worker can claim it afterwards; a running task
+-- is flagged and its function may notice (current_task().cancelled).
+--
+-- KEYS[1]  {ns}:types     set of task types (names the slot; searched when T is "")
+-- KEYS[2]  {ns}:workers   zset of live workers (their in-flight hashes are checked)
+--
+-- ARGV[1]  key prefix "{ns}:"
+-- ARGV[2]  the task id
+-- ARGV[3]  T, the task's type if known ("" = search every type)
+-- ARGV[4]  seconds the running flag {ns}:cancel:ID is kept
+-- ARGV[5]  most ready-list entries read per type before giving up the search
+--
+-- Removed (queued or delayed): stats "cancelled" +1; a unique task releases
+-- its key; a fan-out sub-task counts as failed for its fan-out and its slot
+-- passes on; an RPC caller gets {"id", "ok": false, "error_type":
+-- "Cancelled", "error"} on its reply list.  ACTIVE_TASKS is not touched: the
+-- task never ran.  The enqueued counter stays: the task was enqueued.
+--
+-- Returns {"running", W} | {"queued", T} | {"delayed", T} | {"unknown", ""}
+-- (unknown: finished, never enqueued, or beyond the search limit).
+
+local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local limit = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local WAKE_CAP = 64
+
+--! include lib/stamp.lua
+--! include lib/fanout_final.lua
+--! include lib/unique_release.lua
+
+for _, worker in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    if redis.call('HEXISTS', prefix .. 'inflight:' .. worker, wanted) == 1 then
+        redis.call('SET', prefix .. 'cancel:' .. wanted, '1', 'EX', flag_ttl)
+        return {'running', worker}
+    end
+end
+
+local function finish(ttype, env, doc)
+    redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'cancelled', 1)
+    unique_release(env)
+    if doc and type(doc.fanout) == 'string' and doc.fanout ~= '' then
+        fanout_final(doc.fanout, 'failed')
+    end
+    if doc and type(doc.reply_to) == 'string' and doc.reply_to ~= '' then
+        local reply = cjson.encode({id = wanted, ok = false, error_type = 'Cancelled',
+                                    error = 'the task was cancelled before it ran'})
+        redis.call('RPUSH', doc.reply_to, reply)
+        local ttl = tonumber(doc.reply_ttl) or 300
+        redis.call('EXPIRE', doc.reply_to, math.max(1, math.floor(ttl)))
+    end
+end
+
+local needle = '"' .. wanted .. '"'
+local types = {given}
+if given == '' then
+    types = redis.call('SMEMBERS', KEYS[1])
+end
+for _, ttype in ipairs(types) do
+    local dkey = prefix .. 'delayed:' .. ttype
+    for _, env in ipairs(redis.call('ZRANGE', dkey, 0, -1)) do
+        if string.find(env, needle, 1, true) then
+            local _, id, doc = level_and_id(env)
+            if id == wanted then
+                redis.call('ZREM', dkey, env)
+                finish(ttype, env, doc)
+                return {'delayed', ttype}
+            end
+        end
+    end
+    local read = 0
+    for level = 0, 9 do
+        local qkey = prefix .. 'q:' .. ttype .. ':' .. level
+        local size = redis.call('LLEN', qkey)
+        local start = 0
+        while start < size and read < limit do
+            local chunk = redis.call('LRANGE', qkey, start, start + 999)
+            for _, env in ipairs(chunk) do
+                if string.find(env, needle, 1, true) then
+                    local _, id, doc = level_and_id(env)
+                    if id == wanted then
+                        redis.call('LREM', qkey, 1, env)
+                        finish(ttype, env, doc)
+                        return {'queued', ttype}
+                    end
+                end
+            end
+            read = read + #chunk
+            start = start + 1000
+        end
+    end
+end
+return {'unknown', ''}

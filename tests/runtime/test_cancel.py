@@ -1,0 +1,126 @@
+"""taskscale.cancel against a real redis-server and real workers: queued and
+delayed tasks are removed atomically with counters right; a running task
+sees current_task().cancelled."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import redis
+from rthelpers import running_worker
+from waiting import wait_until
+
+from taskscale import cancel, current_task
+from taskscale.cli import main
+from taskscale.keys import Keys
+from taskscale.producer import Producer
+from taskscale.rpc import RemoteError, call_async
+from taskscale.status import collect
+from taskscale.tasks import TaskRegistry
+
+pytestmark = pytest.mark.integration
+
+
+def stats(r: redis.Redis, keys: Keys, task_type: str) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in r.hgetall(keys.stats(task_type)).items()}
+
+
+def test_a_queued_task_is_removed_and_counted(
+    r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    keep = producer.enqueue("mail", 1)
+    gone = producer.enqueue("mail", 2, priority="high")
+    result = cancel(gone, client=r, keys=keys)
+    assert (result.state, result.where, result.removed) == ("queued", "mail", True)
+    queued = [json.loads(e)["id"] for e in r.lrange(keys.queue("mail"), 0, -1)]
+    assert queued == [keep] and r.llen(keys.queue("mail", 0)) == 0
+    assert stats(r, keys, "mail")["cancelled"] == 1
+    assert collect(r, keys)["types"]["mail"]["queued"] == 1
+    assert cancel(gone, client=r, keys=keys).state == "unknown"  # only once
+
+
+def test_a_delayed_task_is_removed_and_its_unique_key_released(
+    r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    first = producer.enqueue("report", delay=3600, unique_key="daily")
+    assert producer.enqueue("report", delay=3600, unique_key="daily") == first
+    assert cancel(first, client=r, keys=keys, task_type="report").state == "delayed"
+    assert r.zcard(keys.delayed("report")) == 0
+    second = producer.enqueue("report", delay=3600, unique_key="daily")
+    assert second != first  # the key was released with the cancelled task
+
+
+def test_an_rpc_caller_is_answered_with_cancelled(r: redis.Redis, keys: Keys) -> None:
+    handle = call_async(r, "rpc.slow", keys=keys)
+    assert cancel(handle.id, client=r, keys=keys).removed
+    with pytest.raises(RemoteError) as caught:
+        handle.get(timeout=10)
+    assert caught.value.error_type == "Cancelled"
+
+
+def test_a_running_task_sees_the_flag_and_stops_early(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    started = threading.Event()
+    seen: list[str] = []
+
+    def long_job() -> str:
+        started.set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if current_task().cancelled:
+                seen.append(current_task().task_id)
+                return "stopped early"
+            time.sleep(0.05)
+        return "ran to the end"
+
+    registry = TaskRegistry()
+    registry.register("long", long_job)
+    task_id = producer.enqueue("long")
+    with running_worker(redis_url, ("long",), threads=1, registry=registry):
+        assert started.wait(15)
+        result = cancel(task_id, client=r, keys=keys)
+        assert result.state == "running" and result.where
+        wait_until(lambda: stats(r, keys, "long").get("completed") == 1)
+    assert seen == [task_id]
+    assert int(r.hget(keys.active, "long") or 0) == 0
+
+
+def test_current_task_outside_a_task_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="only available inside a task function"):
+        current_task()
+
+
+def test_cli_cancel(
+    redis_url: str,
+    r: redis.Redis,
+    keys: Keys,
+    producer: Producer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TASKSCALE_REDIS_URL", redis_url)
+    monkeypatch.setenv("TASKSCALE_NAMESPACE", keys.namespace)
+    task_id = producer.enqueue("mail", 1)
+    assert main(["cancel", task_id]) == 0
+    assert "cancelled (queued mail, removed)" in capsys.readouterr().out
+    assert main(["cancel", task_id]) == 3
+    assert "not queued, delayed or running" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="invalid task id"):
+        cancel('bad"id', client=r, keys=keys)
+
+
+def test_a_cancelled_fan_out_sub_task_passes_its_slot_on(r: redis.Redis, keys: Keys) -> None:
+    from taskscale.fanout import submit_fanout
+
+    fan = submit_fanout(r, "resize", [[1], [2]], limit=1, keys=keys)
+    [first] = [json.loads(e) for e in r.lrange(keys.queue("resize"), 0, -1)]
+    assert first["args"] == [1] and r.llen(keys.fanout_pending(fan.id)) == 1
+    assert cancel(first["id"], client=r, keys=keys).state == "queued"
+    [second] = [json.loads(e) for e in r.lrange(keys.queue("resize"), 0, -1)]
+    assert second["args"] == [2]  # released into the freed slot
+    assert r.llen(keys.fanout_pending(fan.id)) == 0
+    assert int(r.hget(keys.fanout(fan.id), "failed") or 0) == 1
