@@ -62,3 +62,25 @@ def test_helm_package_makes_the_versioned_chart_archive(tmp_path: Path) -> None:
         meta = yaml.safe_load(chart_yaml.read())
     assert {"taskscale/README.md", "taskscale/values.yaml", "taskscale/templates/crd.yaml"} <= names
     assert meta["appVersion"] == taskscale.__version__
+
+
+def test_every_crd_field_has_a_description() -> None:
+    import yaml
+
+    crd = yaml.safe_load((REPO / "deploy/crd/taskscaler.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    missing: list[str] = []
+
+    def walk(node: dict[str, object], path: str) -> None:
+        properties = node.get("properties") or {}
+        assert isinstance(properties, dict)
+        for name, sub in properties.items():
+            here = f"{path}.{name}"
+            if "description" not in sub and here not in (".apiVersion", ".kind", ".metadata"):
+                missing.append(here)
+            walk(sub, here)
+            if isinstance(sub.get("items"), dict):
+                walk(sub["items"], here + "[]")
+
+    walk(schema, "")
+    assert missing == []  # kubectl explain taskscaler.<field> has something to say
