@@ -28,233 +28,53 @@ through the ``kubernetes`` Service (10.0.0.1:443).
 from __future__ import annotations
 
 import contextlib
-import gzip
-import hashlib
-import io
-import ipaddress
 import json
 import os
 import shutil
-import signal
-import subprocess
-import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from e2e.cluster.localcluster import Binaries, LocalCluster, Pki
+from e2e.cluster.images import write_oci_image
+from e2e.cluster.nodehost import (
+    CGROUP_ROOT,
+    NodeError,
+    cleanup_detached,
+    make_cgroup,
+    pick_pod_subnet,
+    run,
+)
+from e2e.cluster.pki import Pki
+from e2e.cluster.processes import Binaries, Component, free_port, start_component
+
+__all__ = ["CGROUP_ROOT", "NODE_NAME", "SANDBOX_IMAGE", "LocalNode", "NodeError", "write_oci_image"]
 
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 NODE_NAME = "taskscale-node"
-POD_SUPERNET = ipaddress.IPv4Network("10.88.0.0/16")
 CLUSTER_DNS = "10.0.0.10"
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-class NodeError(RuntimeError):
-    """The local node could not be started or cleaned up."""
+class ControlPlane(Protocol):
+    """What a node needs of the control plane it joins (a LocalCluster)."""
 
+    verbosity: int
+    components: list[Component]
 
-# --- images -------------------------------------------------------------------
+    @property
+    def directory(self) -> Path: ...
 
+    @property
+    def log_dir(self) -> Path: ...
 
-def normalize_image_name(name: str) -> str:
-    """The fully qualified reference the kubelet asks the runtime for.
+    @property
+    def pki(self) -> Pki: ...
 
-    ``worker:1`` is ``docker.io/library/worker:1`` to the kubelet, and
-    containerd finds an image only under that exact name.
-    """
-    first, _, rest = name.partition("/")
-    if not rest:
-        return f"docker.io/library/{name}"
-    if "." not in first and ":" not in first and first != "localhost":
-        return f"docker.io/{name}"
-    return name
+    def wait_for(self, what: str, ready: Callable[[], bool], deadline: float) -> None: ...
 
+    def component_kubeconfig(self, name: str) -> Path: ...
 
-def _blob(layout: tarfile.TarFile, data: bytes) -> dict[str, Any]:
-    digest = hashlib.sha256(data).hexdigest()
-    info = tarfile.TarInfo(f"blobs/sha256/{digest}")
-    info.size = len(data)
-    layout.addfile(info, io.BytesIO(data))
-    return {"digest": f"sha256:{digest}", "size": len(data)}
-
-
-def write_oci_image(
-    files: dict[str, Path],
-    *,
-    name: str,
-    entrypoint: list[str],
-    out: Path,
-    user: str | None = None,
-) -> Path:
-    """Write a one-layer OCI image archive (``ctr images import`` reads it).
-
-    ``files`` maps paths inside the image to host files (copied with mode).
-    """
-    layer = io.BytesIO()
-    with tarfile.open(fileobj=layer, mode="w") as tar:
-        for inside, host in files.items():
-            info = tar.gettarinfo(str(host), arcname=inside.lstrip("/"))
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = 0
-            with host.open("rb") as fh:
-                tar.addfile(info, fh)
-    layer_tar = layer.getvalue()
-    layer_gz = gzip.compress(layer_tar, mtime=0)
-    diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
-    image_config = {
-        "architecture": "amd64",
-        "os": "linux",
-        "config": {"Entrypoint": entrypoint, **({"User": user} if user else {})},
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-    }
-    with tarfile.open(out, mode="w") as layout:
-        config_desc = _blob(layout, json.dumps(image_config).encode())
-        layer_desc = _blob(layout, layer_gz)
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_desc},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **layer_desc}],
-        }
-        manifest_desc = _blob(layout, json.dumps(manifest).encode())
-        tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
-        index = {
-            "schemaVersion": 2,
-            "manifests": [
-                {
-                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    **manifest_desc,
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                    "annotations": {
-                        "io.containerd.image.name": normalize_image_name(name),
-                        "org.opencontainers.image.ref.name": tag,
-                    },
-                }
-            ],
-        }
-        for member, payload in (
-            ("oci-layout", {"imageLayoutVersion": "1.0.0"}),
-            ("index.json", index),
-        ):
-            data = json.dumps(payload).encode()
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            layout.addfile(info, io.BytesIO(data))
-    return out
-
-
-# --- host plumbing --------------------------------------------------------------
-
-
-def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(args, capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        raise NodeError(f"{' '.join(args)} failed: {result.stderr.strip() or result.stdout}")
-    return result
-
-
-def _pick_pod_subnet() -> ipaddress.IPv4Network:
-    """A /24 of 10.88.0.0/16 that no route on this host uses yet."""
-    routes = _run("ip", "-4", "route", "show").stdout
-    used: set[ipaddress.IPv4Network] = set()
-    for line in routes.splitlines():
-        with contextlib.suppress(ValueError):
-            used.add(ipaddress.IPv4Network(line.split()[0], strict=False))
-    for subnet in POD_SUPERNET.subnets(new_prefix=24):
-        if subnet.network_address.packed[2] == 0:
-            continue
-        if not any(subnet.overlaps(u) for u in used):
-            return subnet
-    raise NodeError(f"no free /24 left in {POD_SUPERNET}")
-
-
-def _cgroup_dirs(cgroup_root: str) -> list[Path]:
-    """Every directory of ``cgroup_root`` in every cgroup v1 hierarchy, deepest first."""
-    found: list[Path] = []
-    for hierarchy in CGROUP_ROOT.iterdir():
-        top = hierarchy / cgroup_root.lstrip("/")
-        if top.is_dir():
-            found.extend(p for p in top.rglob("*") if p.is_dir())
-            found.append(top)
-    return sorted(found, key=lambda p: len(p.parts), reverse=True)
-
-
-def _make_cgroup(cgroup_root: str) -> None:
-    """Create the kubelet's cgroup root in every cgroup v1 hierarchy."""
-    for hierarchy in CGROUP_ROOT.iterdir():
-        if not (hierarchy / "cgroup.procs").exists() or (hierarchy / "cgroup.controllers").exists():
-            continue  # not a mounted v1 hierarchy (or the unified v2 one)
-        top = hierarchy / cgroup_root.lstrip("/")
-        top.mkdir(exist_ok=True)
-        for knob in ("cpuset.cpus", "cpuset.mems"):  # empty in a new cpuset cgroup
-            if (hierarchy / knob).exists():
-                (top / knob).write_text((hierarchy / knob).read_text())
-
-
-def _kill_cgroup(cgroup_root: str) -> None:
-    """SIGKILL every process left in the node's cgroups, then remove them."""
-    for _attempt in range(50):
-        pids: set[int] = set()
-        for directory in _cgroup_dirs(cgroup_root):
-            with contextlib.suppress(OSError):
-                pids.update(int(p) for p in (directory / "cgroup.procs").read_text().split())
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-    for directory in _cgroup_dirs(cgroup_root):
-        with contextlib.suppress(OSError):
-            directory.rmdir()
-
-
-def _unmount_under(directory: Path) -> None:
-    """Unmount everything mounted below ``directory`` (the kubelet's volumes...)."""
-    prefix = str(directory.resolve()) + "/"
-    mounts = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point.startswith(prefix):
-                mounts.append(point)
-    for point in sorted(mounts, key=len, reverse=True):
-        _run("umount", "-l", point, check=False)
-
-
-def _kill_shims(address: str) -> None:
-    """Kill containerd shims that belong to our containerd (found by its socket)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            if b"containerd-shim" in cmdline[0] and address.encode() in cmdline:
-                os.kill(int(proc.name), signal.SIGKILL)
-
-
-def _other_kube_proxies() -> bool:
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if proc.name.isdigit() and (proc / "comm").read_text().strip() == "kube-proxy":
-                return True
-    return False
-
-
-def cleanup_detached(state: dict[str, Any]) -> None:
-    """Undo what a node left on the host once its processes are gone."""
-    _kill_cgroup(state["cgroup_root"])
-    _kill_shims(state["containerd_address"])
-    _unmount_under(Path(state["dir"]))
-    _run("ip", "link", "delete", state["bridge"], check=False)
-    # kube-proxy's KUBE-* chains are host-wide: only remove them if no other
-    # local cluster's kube-proxy is still using them.
-    if not _other_kube_proxies():
-        _run(state["kube_proxy"], "--cleanup", check=False)
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]: ...
 
 
 # --- the node -------------------------------------------------------------------
@@ -263,14 +83,14 @@ def cleanup_detached(state: dict[str, Any]) -> None:
 class LocalNode:
     """containerd + kubelet + kube-scheduler, attached to a :class:`LocalCluster`."""
 
-    def __init__(self, *, cluster: LocalCluster, binaries: Binaries) -> None:
+    def __init__(self, *, cluster: ControlPlane, binaries: Binaries) -> None:
         self.cluster = cluster
         self.binaries = binaries
-        self.dir = cluster._dir / "node"
+        self.dir = cluster.directory / "node"
         suffix = os.urandom(2).hex()
         self.bridge = f"tsc{suffix}"
         self.cgroup_root = f"/taskscale-{suffix}"
-        self.subnet = _pick_pod_subnet()
+        self.subnet = pick_pod_subnet()
         self.node_ip = str(self.subnet.network_address + 1)
         self.containerd_address = str(self.dir / "containerd" / "containerd.sock")
         self.components: list[Any] = []
@@ -278,8 +98,7 @@ class LocalNode:
     @property
     def pki(self) -> Pki:
         """The cluster's PKI (made after :meth:`prepare`, before :meth:`start`)."""
-        assert self.cluster._pki is not None
-        return self.cluster._pki
+        return self.cluster.pki
 
     def state(self) -> dict[str, Any]:
         return {
@@ -304,8 +123,6 @@ class LocalNode:
             raise NodeError("pause not built: run build.sh --with-node")
 
     def _start(self, name: str, argv: list[str | Path]) -> None:
-        from e2e.cluster.localcluster import start_component
-
         component = start_component(name, argv, self.cluster.log_dir)
         self.components.append(component)
         self.cluster.components.append(component)
@@ -315,7 +132,7 @@ class LocalNode:
         self._check_host()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._make_bridge()
-        _make_cgroup(self.cgroup_root)
+        make_cgroup(self.cgroup_root)
 
     def start(self, deadline: float) -> None:
         self._start_containerd(deadline)
@@ -323,14 +140,14 @@ class LocalNode:
         self._start_scheduler()
         self._start_kubelet()
         self._start_kube_proxy()
-        self.cluster._wait(f"node {NODE_NAME} Ready", self._node_ready, deadline)
+        self.cluster.wait_for(f"node {NODE_NAME} Ready", self._node_ready, deadline)
 
     def _make_bridge(self) -> None:
         # Made before the kubelet starts so that its node IP exists; the CNI
         # bridge plugin then adopts it.
-        _run("ip", "link", "add", self.bridge, "type", "bridge")
-        _run("ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge)
-        _run("ip", "link", "set", self.bridge, "up")
+        run("ip", "link", "add", self.bridge, "type", "bridge")
+        run("ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
         conf_dir = self.dir / "cni" / "net.d"
         conf_dir.mkdir(parents=True, exist_ok=True)
         conflist = {
@@ -391,11 +208,11 @@ state = "{root / "state"}"
 
         def serving() -> bool:
             return (
-                _run("ctr", "--address", self.containerd_address, "version", check=False).returncode
+                run("ctr", "--address", self.containerd_address, "version", check=False).returncode
                 == 0
             )
 
-        self.cluster._wait("containerd", serving, deadline)
+        self.cluster.wait_for("containerd", serving, deadline)
 
     def _sandbox_image(self) -> Path:
         return write_oci_image(
@@ -408,7 +225,7 @@ state = "{root / "state"}"
 
     def import_image(self, archive: Path) -> None:
         """Import an image archive (OCI layout or ``docker save``) for pods to use."""
-        _run(
+        run(
             "ctr",
             "--address",
             self.containerd_address,
@@ -420,10 +237,8 @@ state = "{root / "state"}"
         )
 
     def _start_scheduler(self) -> None:
-        from e2e.cluster.localcluster import free_port
-
         self.pki.issue("scheduler", "system:kube-scheduler")
-        kubeconfig = self.cluster._component_kubeconfig("scheduler")
+        kubeconfig = self.cluster.component_kubeconfig("scheduler")
         self._start(
             "kube-scheduler",
             [
@@ -439,8 +254,6 @@ state = "{root / "state"}"
         )
 
     def _start_kubelet(self) -> None:
-        from e2e.cluster.localcluster import free_port
-
         self.pki.issue("kubelet", f"system:node:{NODE_NAME}", organizations=["system:nodes"])
         serving_cert, serving_key = self.pki.issue(
             "kubelet-serving",
@@ -448,7 +261,7 @@ state = "{root / "state"}"
             sans=[f"IP:{self.node_ip}", f"DNS:{NODE_NAME}"],
             server=True,
         )
-        kubeconfig = self.cluster._component_kubeconfig("kubelet")
+        kubeconfig = self.cluster.component_kubeconfig("kubelet")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
@@ -502,10 +315,8 @@ state = "{root / "state"}"
 
     def _start_kube_proxy(self) -> None:
         """iptables kube-proxy, so Services (the API's own, 10.0.0.1) work in pods."""
-        from e2e.cluster.localcluster import free_port
-
         self.pki.issue("kube-proxy", "system:kube-proxy")
-        kubeconfig = self.cluster._component_kubeconfig("kube-proxy")
+        kubeconfig = self.cluster.component_kubeconfig("kube-proxy")
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
@@ -547,7 +358,7 @@ state = "{root / "state"}"
     # -- stop --------------------------------------------------------------------
 
     def _running_tasks(self) -> int:
-        result = _run(
+        result = run(
             "ctr",
             "--address",
             self.containerd_address,

@@ -17,7 +17,7 @@ import pytest
 from kube_fixture import KubeCluster, wait_for
 from kubernetes import client
 
-from e2e.cluster.node import write_oci_image
+from e2e.cluster.images import write_oci_image
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 
