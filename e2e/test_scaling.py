@@ -24,7 +24,8 @@ import yaml
 from kube_fixture import wait_for
 from kubernetes import client
 
-from e2e.conftest import E2E, WORKER
+from e2e.environment import E2E
+from e2e.release import WORKER
 from e2e.support import REPO, free_port
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -33,7 +34,7 @@ from taskscale.status import collect
 pytestmark = pytest.mark.timeout(1200)  # the first test also waits for the session setup
 
 KEYS = Keys("taskscale")
-IDLE_THRESHOLD_S = 10  # conftest's examples.taskScaler.idleThresholdSeconds
+IDLE_THRESHOLD_S = 10  # chartinstall.py's examples.taskScaler.idleThresholdSeconds
 
 
 def _type_state(env: E2E, task_type: str = "sleep") -> dict[str, Any]:

@@ -9,10 +9,7 @@ REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 450
 #: Modules still over the limit, each with the line count it may not exceed
 #: (a split is owed; the number may only go down).
-OVER_LIMIT = {
-    "taskscale/controller/reconciler.py": 480,
-    "e2e/conftest.py": 500,
-}
+OVER_LIMIT: dict[str, int] = {}
 
 
 def python_files(*roots: str) -> list[Path]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from taskscale.controller.demo_load import TASK_TYPE, Arrivals, DemoSettings, LoadPlan
-from taskscale.controller.reconciler import PassOutcome
+from taskscale.controller.outcome import PassOutcome
 
 # --- what the controller did ---------------------------------------------------------------
 

@@ -27,11 +27,8 @@ from taskscale.controller.kube_client import (
     rfc3339,
 )
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.controller.reconciler import (
-    PassOutcome,
-    Problem,
-    RetrySettings,
-)
+from taskscale.controller.outcome import PassOutcome, Problem
+from taskscale.controller.retries import RetrySettings
 from taskscale.controller.types import Observation, ReasonCode
 
 #: The logger of the controller's Kubernetes side (kube.py shares the name).

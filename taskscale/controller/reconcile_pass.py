@@ -1,0 +1,156 @@
+"""One reconcile pass over a group of scalers: observe -> decide -> act -> report.
+
+The scalers of a group that fall due together read Redis in one
+:meth:`Observer.observe` round trip (retried briefly with jitter); then, per
+scaler, the target's replicas are read, the pure policy decides, the actuator
+applies a change, the metrics record it and the reporter hears the outcome.
+
+Failures are contained per scaler.  When Redis can't be read, the policy is
+called with no observation and holds the current replicas (fail-static);
+when the target is missing or the API fails, nothing is changed.  Either way
+the outcome names the :class:`Problem`, and the error metrics count every
+failed attempt.  When the next pass is due is not decided here: the
+reconciler passes its scheduler in (``schedule``), called before the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import redis
+
+from taskscale.controller.metrics import ControllerMetrics
+from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
+from taskscale.controller.policy import decide
+from taskscale.controller.retries import RetrySettings, call_with_retries
+from taskscale.controller.scaler_state import ScalerGroup, ScalerState
+from taskscale.controller.types import Decision, Observation
+
+#: The reconciler's logger (the pass moved out of reconciler.py).
+log = logging.getLogger("taskscale.controller.reconciler")
+
+
+class ReconcilePass:
+    """Runs passes with the reconciler's reporter, metrics, retries and clock."""
+
+    def __init__(
+        self,
+        *,
+        reporter: Reporter,
+        metrics: ControllerMetrics,
+        redis_retries: RetrySettings,
+        clock: Callable[[], float],
+        schedule: Callable[[ScalerState, PassOutcome], None],
+    ) -> None:
+        self._reporter = reporter
+        self._metrics = metrics
+        self._redis_retries = redis_retries
+        self._clock = clock
+        self._schedule = schedule
+
+    def run(self, group: ScalerGroup, scalers: list[ScalerState]) -> list[PassOutcome]:
+        """One pass of each of ``scalers`` (all members of ``group``)."""
+        started = time.perf_counter()
+        observations, error = self._observe(group, scalers)
+        observe_s = time.perf_counter() - started
+        outcomes = []
+        for scaler in scalers:
+            t0 = time.perf_counter()
+            outcome = self._pass(scaler, observations.get(scaler.config.key), error)
+            self._metrics.reconcile_duration.observe(observe_s + time.perf_counter() - t0)
+            self._schedule(scaler, outcome)
+            self._report(outcome)
+            outcomes.append(outcome)
+        return outcomes
+
+    def _observe(
+        self, group: ScalerGroup, scalers: Iterable[ScalerState]
+    ) -> tuple[Mapping[str, Observation], str | None]:
+        requests = {
+            s.config.key: ObserveRequest(
+                types=s.config.policy.type_names(), lead_s=s.config.policy.warmup_lead_s
+            )
+            for s in scalers
+        }
+        try:
+            result = call_with_retries(
+                lambda: group.observer.observe(requests),
+                settings=self._redis_retries,
+                retry_if=lambda exc: isinstance(exc, redis.ConnectionError | redis.TimeoutError),
+                on_error=lambda exc: self._metrics.count_redis_error("observe"),
+            )
+            return result, None
+        except redis.RedisError as exc:
+            log.warning("observe failed for %s: %s", sorted(requests), exc)
+            return {}, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+    def _pass(
+        self, scaler: ScalerState, observation: Observation | None, redis_error: str | None
+    ) -> PassOutcome:
+        config, now = scaler.config, self._clock()
+        if observation is None and redis_error is None:
+            redis_error = "the observer returned nothing for this scaler"
+        base = PassOutcome(config, now, observation, None, None, redis_error=redis_error)
+        try:
+            current = scaler.actuator.current_replicas()
+        except TargetNotFound as exc:
+            return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
+        except Exception as exc:
+            log.exception("%s: reading the target failed", config.key)
+            return _replace(base, problem=Problem.SCALE_FAILED, message=_describe(exc))
+        scaler.last_current = current
+        decision = decide(observation, config.policy, scaler.history, now=now, current=current)
+        scaler.history.record(now, observation, decision)
+        self._record(config.key, observation, current, decision)
+        outcome = _replace(base, current=current, decision=decision)
+        if redis_error is not None:
+            outcome = _replace(outcome, problem=Problem.REDIS_UNREACHABLE, message=redis_error)
+        if decision.desired == current:
+            return outcome
+        return self._apply(scaler, outcome, decision, current)
+
+    def _apply(
+        self, scaler: ScalerState, outcome: PassOutcome, decision: Decision, current: int
+    ) -> PassOutcome:
+        workers = outcome.observation.workers if outcome.observation is not None else ()
+        try:
+            scaler.actuator.scale(decision.desired, busy_by_pod=busy_by_pod(workers))
+        except TargetNotFound as exc:
+            return _replace(outcome, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
+        except Exception as exc:
+            log.exception("%s: scaling to %d failed", scaler.config.key, decision.desired)
+            return _replace(outcome, problem=Problem.SCALE_FAILED, message=_describe(exc))
+        scaler.last_current = decision.desired
+        self._metrics.record_scale(
+            scaler.config.key, before=current, after=decision.desired, reason=decision.reason_code
+        )
+        log.info("%s: %s", scaler.config.key, decision.reason)
+        return _replace(outcome, scaled=True)
+
+    def _record(
+        self, key: str, observation: Observation | None, current: int, decision: Decision
+    ) -> None:
+        if observation is not None:
+            self._metrics.record_observation(key, observation)
+        self._metrics.record_decision(
+            key, current=current, desired=decision.desired, reason=decision.reason_code
+        )
+
+    def _report(self, outcome: PassOutcome) -> None:
+        try:
+            self._reporter.report(outcome)
+        except Exception:
+            log.exception("%s: reporting the outcome failed", outcome.config.key)
+
+
+def _replace(outcome: PassOutcome, **changes: object) -> PassOutcome:
+    return dataclasses.replace(outcome, **changes)  # type: ignore[arg-type]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,73 @@
+"""What the reconciler keeps per scaler and per group of scalers.
+
+A :class:`ScalerState` is one registered scaler: its config and actuator, the
+policy's history, when its next pass is due and how many passes in a row
+failed.  Scalers that share a Redis and key namespace form a
+:class:`ScalerGroup`: one Redis client, one :class:`Observer` (so the passes
+that fall due together read Redis in one round trip) and one
+:class:`DemandListener`, opened by :func:`open_group` when the first member
+joins and closed by :func:`close_group` when the last one leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+
+from taskscale.controller.config import ScalerConfig
+from taskscale.controller.observer import DemandListener, Observer
+from taskscale.controller.policy import History
+from taskscale.controller.types import Actuator
+from taskscale.keys import Keys
+
+#: (redis url, key namespace): the scalers that share it form a group.
+GroupKey = tuple[str, str]
+
+
+@dataclass
+class ScalerState:
+    config: ScalerConfig
+    actuator: Actuator
+    group: GroupKey
+    history: History
+    next_due: float = 0.0  #: monotonic time of the next pass
+    failures: int = 0
+    last_current: int | None = None
+
+
+@dataclass
+class ScalerGroup:
+    client: redis.Redis
+    observer: Observer
+    listener: DemandListener | None = None
+    members: set[str] = field(default_factory=set)
+
+
+def open_group(
+    group_key: GroupKey,
+    *,
+    timeout_s: float,
+    on_demand: Callable[[str], None] | None,
+    on_listener_error: Callable[[BaseException], None],
+) -> ScalerGroup:
+    """A Redis client and observer for ``group_key``; with ``on_demand``, a
+    started demand listener that calls it with each task type gone non-empty."""
+    url, key_namespace = group_key
+    client = redis.Redis.from_url(
+        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
+    )
+    keys = Keys(key_namespace)
+    group = ScalerGroup(client=client, observer=Observer(client, keys))
+    if on_demand is not None:
+        group.listener = DemandListener(client, keys, on_demand, on_error=on_listener_error)
+        group.listener.start()
+    return group
+
+
+def close_group(group: ScalerGroup) -> None:
+    """Stop the group's demand listener and close its Redis client."""
+    if group.listener is not None:
+        group.listener.stop()
+    group.client.close()
