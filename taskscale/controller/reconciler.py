@@ -103,7 +103,6 @@ class Reconciler:
     ) -> None:
         self.metrics = metrics or ControllerMetrics()
         self._settings = settings or ReconcilerSettings()
-        self._clock = clock
         self._heartbeat = heartbeat
         self._lock = threading.Lock()
         self._scalers: dict[str, ScalerState] = {}
