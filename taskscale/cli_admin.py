@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from taskscale import admin
-from taskscale.cli_runtime import UsageError, _client, _common, _guarded
+from taskscale.cli_runtime import UsageError, _client, _common, _guarded, count, offset
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,8 +32,8 @@ def add_parser(subparsers: Any) -> None:
     p = dead_sub.add_parser("list", help="dead letters, oldest first")
     _common(p)
     p.add_argument("type", metavar="TYPE")
-    p.add_argument("--start", type=int, default=0, help="skip this many (default 0)")
-    p.add_argument("--count", type=int, default=20, help="show this many (default 20)")
+    p.add_argument("--start", type=offset, default=0, help="skip this many (default 0)")
+    p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=_guarded(_dead_list))
     for action, what in (("requeue", "back to the tail of its queue"), ("purge", "delete")):
@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> None:
     p = delayed_sub.add_parser("list", help="delayed tasks, soonest first")
     _common(p)
     p.add_argument("type", metavar="TYPE")
-    p.add_argument("--count", type=int, default=20, help="show this many (default 20)")
+    p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
     p.set_defaults(func=_guarded(_delayed_list))
     for action in ("run", "delete"):
         p = delayed_sub.add_parser(action, help=f"{action} one delayed task now")

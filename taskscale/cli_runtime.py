@@ -38,6 +38,7 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.logs import add_logging_arguments, configure_logging
+from taskscale.producer import MAX_DELAY_S
 
 if TYPE_CHECKING:
     from taskscale.worker import Worker
@@ -63,26 +64,60 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_logging_arguments(parser)
 
 
+#: The longest duration an option takes (10 years): beyond it a number is a
+#: typo, and Redis's integer milliseconds would overflow.
+MAX_SECONDS = MAX_DELAY_S
+#: The largest count an option takes.
+MAX_COUNT = 1_000_000_000
+#: The most threads a worker runs tasks on.
+MAX_THREADS = 1024
+
+
 def seconds(text: str) -> float:
-    """argparse type: a finite number of seconds >= 0 (not nan, inf or -1)."""
+    """argparse type: a finite number of seconds >= 0 (not nan, inf or -1),
+    at most :data:`MAX_SECONDS`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds >= 0")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_SECONDS} s (10 years)")
     return value
 
 
-def count(text: str) -> int:
-    """argparse type: a whole number >= 1."""
+def whole(text: str, *, least: int = 0, most: int = MAX_COUNT) -> int:
+    """A whole number from ``least`` to ``most``, or an argparse error naming it."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least {least}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {most}")
     return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number from 1 to :data:`MAX_COUNT`."""
+    return whole(text, least=1)
+
+
+def offset(text: str) -> int:
+    """argparse type: a whole number from 0 to :data:`MAX_COUNT`."""
+    return whole(text, least=0)
+
+
+def threads(text: str) -> int:
+    """argparse type: a worker's thread count, 1 to :data:`MAX_THREADS`."""
+    return whole(text, least=1, most=MAX_THREADS)
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (0: any free port)."""
+    return whole(text, least=0, most=65535)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -90,7 +125,7 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("worker", help="run tasks of some types on N threads")
     _common(p)
     p.add_argument("--types", required=True, help="comma-separated task types to serve")
-    p.add_argument("--threads", type=count, default=4, help="tasks run at once (default 4)")
+    p.add_argument("--threads", type=threads, default=4, help="tasks run at once (default 4)")
     p.add_argument(
         "--import",
         dest="imports",
@@ -117,7 +152,7 @@ def add_parser(subparsers: Any) -> None:
         f"env TASKSCALE_DEAD_LETTER_CAP; default {DEFAULT_DEAD_LETTER_CAP})",
     )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
+    p.add_argument("--metrics-port", type=port, default=None, help="serve Prometheus metrics here")
     p.set_defaults(func=_guarded(_worker))
 
     p = subparsers.add_parser("scheduler", help="promote due delayed tasks and reap dead workers")
@@ -134,9 +169,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before it is due")
     p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
-    p.add_argument("--max-retries", type=int, default=None, help="retries before dead-lettering")
+    p.add_argument("--max-retries", type=offset, default=None, help="retries before dead-lettering")
     p.add_argument("--count", type=count, default=1, help="enqueue this many copies")
-    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
+    p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
     p.set_defaults(func=_guarded(_enqueue))
 
     p = subparsers.add_parser("status", help="queues, delayed, active and workers per type")

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -68,6 +69,7 @@ def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
     """
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env(settings)
+    _check_database(settings.url)
     try:
         return redis.Redis.from_url(
             settings.url,
@@ -83,6 +85,16 @@ def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
         raise ValueError(f"invalid Redis URL {settings.url!r}: {exc}") from None
 
 
+def _check_database(url: str) -> None:
+    """redis-py quietly uses database 0 for ``redis://host/abc``: refuse it."""
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("redis", "rediss"):
+        return  # unix:// takes ?db=; a wrong scheme is redis-py's to name
+    database = parsed.path.strip("/")
+    if database and not database.isdigit():
+        raise ValueError(f"invalid Redis URL {url!r}: database {database!r} is not a number")
+
+
 #: What the runtime's public functions accept as "which Redis": a client, a
 #: URL, or None for ``TASKSCALE_REDIS_URL`` (default redis://127.0.0.1:6379/0).
 RedisLike = redis.Redis | str | None
@@ -90,7 +102,11 @@ RedisLike = redis.Redis | str | None
 
 def client_for(target: RedisLike) -> redis.Redis:
     """``target`` itself if it is a client, else a client for the URL / env."""
-    return target if isinstance(target, redis.Redis) else connect(target)
+    if isinstance(target, redis.Redis):
+        return target
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"expected a redis.Redis client, a Redis URL or None, not {target!r}")
+    return connect(target)
 
 
 def check(client: redis.Redis) -> None:

@@ -28,7 +28,7 @@ import logging
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,8 +276,8 @@ def submit_fanout(
     level = parse_priority(priority)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"fan-out limit must be an integer >= 1, got {limit!r}")
-    if isinstance(arg_sets, str | bytes):
-        raise TypeError("arg_sets must be a sequence of argument sets, not a string")
+    if isinstance(arg_sets, str | bytes) or not isinstance(arg_sets, Iterable):
+        raise TypeError(f"arg_sets must be a sequence of argument sets, not {arg_sets!r:.40}")
     fanout_id = uuid.uuid4().hex
     envelopes = [_envelope(task_type, arg_set, fanout_id, level, settings) for arg_set in arg_sets]
     _submit_script(client)(

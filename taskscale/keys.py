@@ -44,7 +44,7 @@ def check_name(kind: str, value: str) -> str:
     Names become parts of Redis keys and Prometheus label values, so they are
     restricted to a small, unambiguous alphabet (no ``:``, braces or spaces).
     """
-    if not _NAME_RE.match(value):
+    if not isinstance(value, str) or not _NAME_RE.match(value):
         raise ValueError(f"invalid {kind} {value!r}: use 1-128 characters from A-Z a-z 0-9 _ . -")
     return value
 

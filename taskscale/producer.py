@@ -177,6 +177,10 @@ class Producer:
         return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
 
 
+#: The longest delay accepted (10 years): a larger one is a typo, not a plan.
+MAX_DELAY_S = 10 * 365 * 24 * 3600
+
+
 def delay_to_ms(delay: float | None) -> int:
     """``delay`` seconds as whole milliseconds (None/0 = now).
 
@@ -189,6 +193,8 @@ def delay_to_ms(delay: float | None) -> int:
         raise ValueError(f"delay must be a number of seconds, not {delay!r}")
     if not math.isfinite(delay) or delay < 0:
         raise ValueError(f"delay must be a finite number of seconds >= 0, not {delay!r}")
+    if delay > MAX_DELAY_S:
+        raise ValueError(f"delay must be at most {MAX_DELAY_S} s (10 years), not {delay!r}")
     return 0 if delay == 0 else max(1, round(delay * 1000))
 
 

@@ -20,6 +20,7 @@ remote type and message; no answer in time is :class:`TaskTimeout`.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -73,6 +74,11 @@ class CallOptions:
     #: the error now rather than after the backoff schedule.
     max_retries: int = 0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+    def __post_init__(self) -> None:
+        ttl = self.reply_ttl_s
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+            raise ValueError(f"reply_ttl_s must be a whole number of seconds >= 1, not {ttl!r}")
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,13 @@ def block_in_slices(
     """Call ``attempt(seconds)`` (a blocking Redis read) until it returns a
     value or ``timeout`` s have passed (``None``: forever), in slices of at
     most :data:`MAX_BLOCK_S` and at most half ``client``'s socket timeout."""
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise ValueError(f"timeout must be a number of seconds or None, not {timeout!r}")
+        if math.isnan(timeout) or timeout < 0:
+            raise ValueError(f"timeout must be seconds >= 0 or None (no limit), not {timeout!r}")
+        if math.isinf(timeout):
+            timeout = None
     longest = _longest_block(client)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Any
 
+from taskscale.cli_runtime import port
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.health import HealthState, MetricsServer
 from taskscale.logs import add_logging_arguments, configure_logging
@@ -42,7 +43,7 @@ def _add_controller(subparsers: Any) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster)")
     p.add_argument("--watch-namespace", help="only this namespace (default: all namespaces)")
     p.add_argument(
-        "--metrics-port", type=int, default=9090, help="port of /metrics, /healthz, /readyz"
+        "--metrics-port", type=port, default=9090, help="port of /metrics, /healthz, /readyz"
     )
     p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics port binds to")
     p.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")

@@ -48,7 +48,7 @@ def test_enqueue_delay_must_be_finite_seconds(
     [
         (["--priority", "12"], "invalid priority 12"),
         (["--priority", "urgent"], "invalid priority 'urgent'"),
-        (["--max-retries", "-3"], "--max-retries must be >= 0"),
+        (["--max-retries", "-3"], "argument --max-retries: '-3' must be at least 0"),
         (["--args", "{"], "--args is not valid JSON"),
         (["--kwargs", "[1]"], "--kwargs must be a JSON object"),
         (["--count", "0"], "argument --count: '0' must be at least 1"),
@@ -127,3 +127,60 @@ def test_enqueue_gives_up_on_a_dead_redis_with_one_line_naming_where(dead_url: s
     assert message.startswith("could not enqueue t within 0.3 s: cannot reach Redis at 127.0.0.1:")
     assert f":{port}/0" in message and "s3cret-pw" not in message
     assert "\n" not in message
+
+
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["enqueue", "t", "--count", HUGE], f"argument --count: {HUGE!r} must be at most"),
+        (["enqueue", "t", "--delay", "1e30"], "argument --delay: '1e30' must be at most"),
+        (["enqueue", "t", "--max-bytes", "-1"], "argument --max-bytes: '-1' must be at least 1"),
+        (["worker", "--types", "t", "--threads", HUGE], "argument --threads: "),
+        (["worker", "--types", "t", "--metrics-port", "99999"], "must be at most 65535"),
+        (["worker", "--types", "t", "--lease", "1e300"], "argument --lease: '1e300' must be"),
+        (["scheduler", "--batch", HUGE], "argument --batch: "),
+        (["dead", "list", "t", "--count", "-1"], "argument --count: '-1' must be at least 1"),
+        (["dead", "list", "t", "--start", "-1"], "argument --start: '-1' must be at least 0"),
+        (["delayed", "list", "t", "--count", "0"], "argument --count: '0' must be at least 1"),
+        (["controller", "--metrics-port", "-1"], "argument --metrics-port: '-1' must be"),
+    ],
+)
+def test_out_of_range_numbers_are_one_line(
+    capsys: pytest.CaptureFixture[str], dead_url: str, argv: list[str], message: str
+) -> None:
+    code, text = cli(capsys, *argv, "--redis-url", dead_url)
+    assert code == 2
+    assert message in text
+    assert "Traceback" not in text and "OverflowError" not in text
+
+
+def test_a_database_that_is_not_a_number_is_refused(
+    capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    # redis-py would quietly use database 0 for it.
+    code, text = cli(capsys, "status", "--redis-url", redis_url.rsplit("/", 1)[0] + "/abc")
+    assert code == 2
+    assert "database 'abc' is not a number" in text
+
+
+def test_api_wrong_values_are_sentences(redis_url: str) -> None:
+    from taskscale.fanout import submit_fanout
+    from taskscale.rpc import CallOptions, call
+
+    with pytest.raises(ValueError, match="at most 315360000 s"):
+        delay_to_ms(1e30)
+    with pytest.raises(ValueError, match="invalid task type 5"):
+        Producer(redis.Redis.from_url(redis_url), keys=Keys("t")).enqueue(5)  # type: ignore[arg-type]
+    # A NaN timeout used to block forever; a negative one timed out at once.
+    for timeout in (math.nan, -1.0, "5"):
+        with pytest.raises(ValueError, match="timeout must be"):
+            call(redis_url, "t", timeout=timeout)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reply_ttl_s must be"):
+        CallOptions(reply_ttl_s=-1)
+    with pytest.raises(TypeError, match="a Redis URL or None"):
+        call(5, "t", timeout=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="arg_sets must be a sequence"):
+        submit_fanout(redis_url, "t", None, limit=2)  # type: ignore[arg-type]
