@@ -64,18 +64,22 @@ def build(
     *,
     task_id: str | None = None,
     priority: int | str = DEFAULT_PRIORITY,
-    max_retries: int = DEFAULT_MAX_RETRIES,
+    max_retries: int | None = DEFAULT_MAX_RETRIES,
     extra: Mapping[str, Any] | None = None,
     max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> tuple[str, str]:
     """Encode a new envelope; return ``(task_id, json)``.
 
+    ``max_retries`` None leaves the field out: the worker then applies the
+    task's declared default (``@task(max_retries=...)``), else 3.
     Raises :class:`EnvelopeError` for a bad name, priority or argument that
     is not JSON, and :class:`PayloadTooLarge` over ``max_bytes`` (0 = no limit).
     """
     check_name("task type", task_type)
     task_id = check_name("task id", task_id or new_task_id())
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+    ):
         raise EnvelopeError(f"max_retries must be an integer >= 0, not {max_retries!r}")
     doc: dict[str, Any] = {
         "id": task_id,
@@ -84,8 +88,9 @@ def build(
         "kwargs": dict(kwargs or {}),
         "priority": parse_priority(priority),
         "attempts": 0,
-        "max_retries": max_retries,
     }
+    if max_retries is not None:
+        doc["max_retries"] = max_retries
     if extra:
         doc.update(extra)
     return task_id, encode(doc, max_bytes=max_bytes)

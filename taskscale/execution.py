@@ -14,7 +14,13 @@ Rules:
 * arguments that do not fit the function's signature are a mistake of the
   caller, not a transient failure: dead-lettered at once, never retried;
 * a task whose worker died ``max_lost`` times running it is not run again;
-* a result that is not JSON is a failure like an exception.
+* a result that is not JSON is a failure like an exception;
+* a run longer than its timeout is failed with ``TaskTimeout``
+  (:mod:`taskscale.timeouts` says what can be interrupted);
+* retries, backoff, timeout and the reply's TTL are the envelope's options,
+  else the task's declared ones (:mod:`taskscale.options`);
+* a fan-out sub-task whose fan-out collects results reports its result (or
+  error) like an RPC reply, for the fan-out's results.
 """
 
 from __future__ import annotations
@@ -27,14 +33,16 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from taskscale import envelope
 from taskscale.context import TaskContext, running
 from taskscale.logs import task_fields
 from taskscale.metrics import WorkerMetrics
+from taskscale.options import Resolved, resolve
 from taskscale.tasks import TaskRegistry
+from taskscale.timeouts import call_with_timeout
 
 log = logging.getLogger("taskscale.worker")
 
@@ -55,6 +63,19 @@ class RetryPolicy:
         delay = min(self.cap_s, self.base_s * self.factor ** min(attempts, 64))
         delay *= 1 + random.uniform(-self.jitter, self.jitter)
         return max(1, round(delay * 1000))
+
+    def for_task(self, options: Resolved, attempts: int) -> int:
+        """The backoff before the next attempt under a task's own options: its
+        schedule (exact), else its base / cap with this policy's factor and jitter."""
+        schedule = options.backoff_schedule_s
+        if schedule:
+            return max(1, round(schedule[min(attempts, len(schedule) - 1)] * 1000))
+        policy = replace(
+            self,
+            base_s=options.backoff_base_s or self.base_s,
+            cap_s=options.backoff_max_s or self.cap_s,
+        )
+        return policy.backoff_ms(attempts)
 
 
 @dataclass(frozen=True)
@@ -137,13 +158,14 @@ class TaskRunner:
             error = f"arguments do not match {_qualname(fn)}{mismatch}"
             log.error("task %s %s dead-lettered: %s", env.type, env.id, error)
             return self.failed(env, 0, "TypeError", error, final=True)
+        opts = self.options(env)
         started = time.perf_counter()
         context = TaskContext(
             env.id, env.type, self.worker_id, env.attempts + 1, self._is_cancelled
         )
         try:
             with running(context):
-                result = fn(*env.args, **env.kwargs)
+                result = call_with_timeout(fn, env.args, env.kwargs, opts.timeout_s)
         except Exception as exc:  # a task's error is data for the fail script
             elapsed = time.perf_counter() - started
             tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]
@@ -152,7 +174,7 @@ class TaskRunner:
                 env.type,
                 env.id,
                 env.attempts + 1,
-                env.max_retries + 1,
+                opts.max_retries + 1,
                 type(exc).__name__,
                 exc,
                 tb.rstrip(),
@@ -168,7 +190,7 @@ class TaskRunner:
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "completed", elapsed)
         reply = ""
-        if env.reply_to:
+        if env.reply_to or _collects(env):
             reply = '{"id":' + json.dumps(env.id) + ',"ok":true,"result":' + body + "}"
         return Outcome(
             env.id,
@@ -176,10 +198,14 @@ class TaskRunner:
             "ok",
             round(elapsed * 1000),
             reply_to=env.reply_to or "",
-            reply_ttl=env.reply_ttl,
+            reply_ttl=opts.result_ttl_s,
             reply=reply,
             fanout=env.fanout or "",
         )
+
+    def options(self, env: envelope.Envelope) -> Resolved:
+        """The options this run goes by: the envelope's, else the task's declared."""
+        return resolve(env.fields, self.registry.options(env.type))
 
     def internal_error(self, task: Claimed, exc: Exception) -> Outcome:
         """Dead-letter a task our own code failed on, still answering its RPC
@@ -203,7 +229,8 @@ class TaskRunner:
     ) -> Outcome:
         """A retry while attempts remain (and ``final`` is false), else a dead letter."""
         ms = round(elapsed * 1000)
-        if not final and env.attempts < env.max_retries:
+        opts = self.options(env)
+        if not final and env.attempts < opts.max_retries:
             if self.metrics is not None:
                 self.metrics.task_finished(env.type, "retried", elapsed)
             return Outcome(
@@ -212,13 +239,13 @@ class TaskRunner:
                 "retry",
                 ms,
                 retry_envelope=envelope.for_retry(env),
-                backoff_ms=self.retry.backoff_ms(env.attempts),
+                backoff_ms=self.retry.for_task(opts, env.attempts),
                 error=f"{error_type}: {error}",
             )
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "dead", elapsed)
         reply = ""
-        if env.reply_to:
+        if env.reply_to or _collects(env):
             reply = json.dumps(
                 {"id": env.id, "ok": False, "error_type": error_type, "error": error},
                 separators=(",", ":"),
@@ -229,7 +256,7 @@ class TaskRunner:
             "dead",
             ms,
             reply_to=env.reply_to or "",
-            reply_ttl=env.reply_ttl,
+            reply_ttl=opts.result_ttl_s,
             reply=reply,
             fanout=env.fanout or "",
             error=f"{error_type}: {error}",
@@ -261,6 +288,11 @@ class TaskRunner:
             )
             return f"{bare}: {exc}"
         return None
+
+
+def _collects(env: envelope.Envelope) -> bool:
+    """A sub-task of a fan-out that collects results (``fanout_add`` stamps it)."""
+    return bool(env.fanout) and env.fields.get("fanout_collect") is True
 
 
 def _qualname(fn: Callable[..., Any]) -> str:

@@ -13,6 +13,11 @@ queued, delayed or running (and until ``unique_for`` seconds after its
 enqueue); the enqueue script decides it atomically, so any number of
 concurrent producers get one task.
 
+Task options (``options=TaskOptions(max_retries=..., timeout=...)``, or
+``max_retries=``) are written into the envelope and override the defaults
+the task's ``@task(...)`` declares on the worker; options left unset are not
+written, so the worker's declared defaults apply.
+
 Note: a connection error is retried, and an enqueue whose reply was lost
 may then run twice (delivery is at least once, as everywhere in taskscale).
 """
@@ -44,6 +49,7 @@ from taskscale.keys import (
     check_unique_key,
 )
 from taskscale.luascripts import scripts_for
+from taskscale.options import TaskOptions
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
 BATCH_CHUNK = 500
@@ -52,7 +58,9 @@ BATCH_CHUNK = 500
 @dataclass(frozen=True)
 class ProducerSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    default_max_retries: int = envelope.DEFAULT_MAX_RETRIES
+    #: Written into every envelope that sets no ``max_retries``; None leaves it
+    #: to the worker (the task's ``@task(max_retries=...)``, else 3).
+    default_max_retries: int | None = None
     #: Give up on an unreachable Redis after this long, then raise
     #: :class:`~taskscale.connection.RedisUnavailable`. Short by default so a
     #: web request that enqueues fails fast; raise it to ride out a failover.
@@ -92,17 +100,21 @@ class Producer:
         extra: Mapping[str, Any] | None = None,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        options: TaskOptions | None = None,
         **kwargs: Any,
     ) -> str:
         """Enqueue ``task_type(*args, **kwargs)``; return its task id.
 
         ``delay`` seconds (None/0 = now); ``priority`` 0-9 or high/normal/low
-        (0 most urgent); ``extra`` adds envelope fields (``reply_to``...).
+        (0 most urgent); ``extra`` adds envelope fields (``reply_to``...);
+        ``options`` (and ``max_retries``, which wins over ``options``) override
+        the task's declared defaults for this task.
         With ``unique_key``, nothing is enqueued while another task holds the
         key (queued, delayed, running, or within ``unique_for`` seconds of its
         enqueue): the holder's id is returned instead.
         """
-        fields = dict(extra or {})
+        fields = _option_fields(options)
+        fields.update(extra or {})
         if unique_key is not None:
             fields["unique_key"] = check_unique_key(unique_key)
             if unique_for is not None:
@@ -117,7 +129,7 @@ class Producer:
             kwargs,
             task_id=task_id,
             priority=priority,
-            max_retries=self._retries(max_retries),
+            max_retries=self._retries(max_retries, options),
             extra=fields,
             max_bytes=self.settings.max_payload_bytes,
         )
@@ -132,11 +144,13 @@ class Producer:
         delay: float | None = None,
         priority: int | str = DEFAULT_PRIORITY,
         max_retries: int | None = None,
+        options: TaskOptions | None = None,
     ) -> list[str]:
         """Enqueue one task per item of ``calls`` (a :class:`Call` or an args
         sequence); return the ids.  Each chunk of :data:`BATCH_CHUNK` is atomic."""
         ids: list[str] = []
         docs: list[str] = []
+        fields = _option_fields(options)
         for item in calls:
             call = item if isinstance(item, Call) else Call(args=item)
             task_id, doc = envelope.build(
@@ -144,7 +158,8 @@ class Producer:
                 call.args,
                 call.kwargs,
                 priority=priority,
-                max_retries=self._retries(max_retries),
+                max_retries=self._retries(max_retries, options),
+                extra=fields,
                 max_bytes=self.settings.max_payload_bytes,
             )
             ids.append(task_id)
@@ -153,8 +168,12 @@ class Producer:
             self._push(task_type, docs[start : start + BATCH_CHUNK], delay)
         return ids
 
-    def _retries(self, max_retries: int | None) -> int:
-        return self.settings.default_max_retries if max_retries is None else max_retries
+    def _retries(self, max_retries: int | None, options: TaskOptions | None) -> int | None:
+        if max_retries is not None:
+            return max_retries
+        if options is not None and options.max_retries is not None:
+            return options.max_retries
+        return self.settings.default_max_retries
 
     def _push(self, task_type: str, docs: list[str], delay: float | None) -> dict[int, str]:
         """Run the enqueue script; return {index of a skipped envelope: holder id}."""
@@ -198,6 +217,17 @@ def delay_to_ms(delay: float | None) -> int:
     return 0 if delay == 0 else max(1, round(delay * 1000))
 
 
+def _option_fields(options: TaskOptions | None) -> dict[str, Any]:
+    """The envelope fields of ``options`` but ``max_retries`` (build writes that)."""
+    if options is None:
+        return {}
+    if not isinstance(options, TaskOptions):
+        raise TypeError(f"options must be a TaskOptions, not {type(options).__name__}")
+    fields = options.envelope_fields()
+    fields.pop("max_retries", None)
+    return fields
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -223,10 +253,11 @@ def enqueue(
     priority: int | str = DEFAULT_PRIORITY,
     unique_key: str | None = None,
     unique_for: float | None = None,
+    options: TaskOptions | None = None,
     **kwargs: Any,
 ) -> str:
-    """Enqueue ``task_type(*args, **kwargs)`` with the default producer
-    (see :meth:`Producer.enqueue` for ``unique_key`` / ``unique_for``)."""
+    """Enqueue ``task_type(*args, **kwargs)`` with the default producer (see
+    :meth:`Producer.enqueue` for ``unique_key`` / ``unique_for`` / ``options``)."""
     return default_producer().enqueue(
         task_type,
         *args,
@@ -234,6 +265,7 @@ def enqueue(
         priority=priority,
         unique_key=unique_key,
         unique_for=unique_for,
+        options=options,
         **kwargs,
     )
 
@@ -244,6 +276,9 @@ def enqueue_many(
     *,
     delay: float | None = None,
     priority: int | str = DEFAULT_PRIORITY,
+    options: TaskOptions | None = None,
 ) -> list[str]:
     """Enqueue a batch with the default producer (see :meth:`Producer.enqueue_many`)."""
-    return default_producer().enqueue_many(task_type, calls, delay=delay, priority=priority)
+    return default_producer().enqueue_many(
+        task_type, calls, delay=delay, priority=priority, options=options
+    )

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 import redis
 
 from taskscale.connection import RedisLike, client_for
-from taskscale.envelope import DEFAULT_REPLY_TTL_S
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
 from taskscale.producer import Producer, ProducerSettings
 
@@ -68,8 +67,9 @@ class CallOptions:
     """How an RPC task is enqueued."""
 
     priority: int | str = DEFAULT_PRIORITY
-    #: Seconds the reply is kept for a caller that comes back late.
-    reply_ttl_s: int = DEFAULT_REPLY_TTL_S
+    #: Seconds the reply is kept for a caller that comes back late; None
+    #: leaves it to the task's ``@task(result_ttl=...)``, else 300.
+    reply_ttl_s: int | None = None
     #: Retries before the error is the reply; a blocked caller usually wants
     #: the error now rather than after the backoff schedule.
     max_retries: int = 0
@@ -178,13 +178,16 @@ def call_async(
         keys=keys,
         settings=ProducerSettings(max_payload_bytes=options.max_payload_bytes),
     )
+    extra: dict[str, Any] = {"reply_to": keys.reply(task_id)}
+    if options.reply_ttl_s is not None:
+        extra["reply_ttl"] = options.reply_ttl_s
     producer.enqueue(
         task_type,
         *args,
         task_id=task_id,
         priority=options.priority,
         max_retries=options.max_retries,
-        extra={"reply_to": keys.reply(task_id), "reply_ttl": options.reply_ttl_s},
+        extra=extra,
         **kwargs,
     )
     return RpcHandle(client, task_id, keys=keys)

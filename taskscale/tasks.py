@@ -4,14 +4,19 @@ Applications register plain functions (``@task`` or ``register``) in a module
 that ``taskscale worker --import MODULE`` imports; the worker then looks up
 each claimed task's type here.  A type the worker serves but finds no
 function for is dead-lettered with the reason, never dropped.
+
+``@task("fetch", max_retries=5, timeout=30)`` also declares the type's
+default options (:class:`taskscale.options.TaskOptions`); the worker applies
+them to every run whose envelope does not set them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 from taskscale.keys import check_name
+from taskscale.options import TaskOptions
 
 TaskFunction = Callable[..., Any]
 F = TypeVar("F", bound=TaskFunction)
@@ -22,19 +27,29 @@ class TaskRegistry:
 
     def __init__(self) -> None:
         self._functions: dict[str, TaskFunction] = {}
+        self._options: dict[str, TaskOptions] = {}
 
-    def register(self, name: str, fn: TaskFunction) -> TaskFunction:
-        """Register ``fn`` as task type ``name``; re-registering the same
-        function is harmless, another function under a taken name is an error."""
+    def register(
+        self, name: str, fn: TaskFunction, options: TaskOptions | None = None
+    ) -> TaskFunction:
+        """Register ``fn`` as task type ``name`` with default ``options``;
+        re-registering the same function is harmless, another function under a
+        taken name is an error."""
         check_name("task type", name)
         existing = self._functions.get(name)
         if existing is not None and existing is not fn:
             raise ValueError(f"task type {name!r} is already registered to {existing!r}")
         self._functions[name] = fn
+        if options is not None:
+            self._options[name] = options
         return fn
 
     def get(self, name: str) -> TaskFunction | None:
         return self._functions.get(name)
+
+    def options(self, name: str) -> TaskOptions | None:
+        """The default options declared for ``name``, if any."""
+        return self._options.get(name)
 
     def names(self) -> list[str]:
         return sorted(self._functions)
@@ -47,25 +62,51 @@ class TaskRegistry:
 registry = TaskRegistry()
 
 
-def register(name: str, fn: TaskFunction) -> TaskFunction:
+def register(name: str, fn: TaskFunction, options: TaskOptions | None = None) -> TaskFunction:
     """Register ``fn`` as task type ``name`` in the process-wide registry."""
-    return registry.register(name, fn)
+    return registry.register(name, fn, options)
 
 
 @overload
 def task(name_or_fn: F, /) -> F: ...
 @overload
-def task(name_or_fn: str | None = None, /) -> Callable[[F], F]: ...
-def task(name_or_fn: str | F | None = None, /) -> F | Callable[[F], F]:
-    """Decorator: ``@task`` (type = function name) or ``@task("email")``."""
+def task(
+    name_or_fn: str | None = None,
+    /,
+    *,
+    max_retries: int | None = None,
+    retry_backoff: float | Sequence[float] | None = None,
+    retry_backoff_max: float | None = None,
+    timeout: float | None = None,
+    result_ttl: int | None = None,
+) -> Callable[[F], F]: ...
+def task(
+    name_or_fn: str | F | None = None,
+    /,
+    *,
+    max_retries: int | None = None,
+    retry_backoff: float | Sequence[float] | None = None,
+    retry_backoff_max: float | None = None,
+    timeout: float | None = None,
+    result_ttl: int | None = None,
+) -> F | Callable[[F], F]:
+    """Decorator: ``@task`` (type = function name) or ``@task("email", ...)``
+    with default options (see :class:`taskscale.options.TaskOptions`)."""
     if callable(name_or_fn):
         fn = name_or_fn
         registry.register(fn.__name__, fn)
         return fn
     name = name_or_fn
+    options = TaskOptions(
+        max_retries=max_retries,
+        retry_backoff=retry_backoff,
+        retry_backoff_max=retry_backoff_max,
+        timeout=timeout,
+        result_ttl=result_ttl,
+    )
 
     def decorate(fn: F) -> F:
-        registry.register(name or fn.__name__, fn)
+        registry.register(name or fn.__name__, fn, options)
         return fn
 
     return decorate
