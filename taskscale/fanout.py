@@ -71,12 +71,15 @@ class UnknownFanout(LookupError):
 
 @dataclass(frozen=True)
 class FanoutResult:
-    """The completion notice: how many sub-tasks there were and how they ended."""
+    """The completion notice: how many sub-tasks there were and how they ended;
+    with ``results`` when a streamed fan-out's ``wait(collect=True)`` asked
+    (:mod:`taskscale.fanout_stream`)."""
 
     id: str
     total: int
     succeeded: int
     failed: int
+    results: tuple[Any, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,8 @@ class FanoutStatus:
     running: int
     succeeded: int
     failed: int
+    #: A streamed fan-out still taking sub-tasks (never done while open).
+    open: bool = False
 
     @property
     def pending(self) -> int:
@@ -112,7 +117,7 @@ class FanoutStatus:
 
     @property
     def done(self) -> bool:
-        return self.succeeded + self.failed == self.total
+        return not self.open and self.succeeded + self.failed == self.total
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,7 @@ class FanoutHandle:
             running=int(h["running"]),
             succeeded=int(h["succeeded"]),
             failed=int(h["failed"]),
+            open=h.get("open") == "1",
         )
 
 
@@ -309,6 +315,21 @@ def _envelope(
 ) -> str:
     """The JSON envelope of one sub-task, without ``enqueued_ms`` (whatever
     releases it to the ready list stamps that)."""
+    args, kwargs = split_arg_set(arg_set)
+    _, doc = envelope.build(
+        task_type,
+        args,
+        kwargs,
+        priority=priority,
+        max_retries=settings.max_retries,
+        extra={"fanout": fanout_id},
+        max_bytes=settings.max_payload_bytes,
+    )
+    return doc
+
+
+def split_arg_set(arg_set: ArgSet) -> tuple[Sequence[Any], Mapping[str, Any] | None]:
+    """``(args, kwargs)`` of one argument set (see :data:`ArgSet`)."""
     args: Sequence[Any]
     kwargs: Mapping[str, Any] | None
     if isinstance(arg_set, Call):
@@ -322,16 +343,7 @@ def _envelope(
         )
     else:
         args, kwargs = arg_set, {}
-    _, doc = envelope.build(
-        task_type,
-        args,
-        kwargs,
-        priority=priority,
-        max_retries=settings.max_retries,
-        extra={"fanout": fanout_id},
-        max_bytes=settings.max_payload_bytes,
-    )
-    return doc
+    return args, kwargs
 
 
 _scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()

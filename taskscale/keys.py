@@ -198,6 +198,10 @@ class Keys:
         """LIST the completion notice of a fan-out request is pushed to (with a TTL)."""
         return f"{self.prefix}fanout:{fanout_id}:done"
 
+    def fanout_results(self, fanout_id: str) -> str:
+        """HASH sub-task position -> its JSON result or error (fan-outs that collect)."""
+        return f"{self.prefix}fanout:{fanout_id}:results"
+
 
 #: Counter fields of ``Keys.stats(type)``; all integers, never reset.
 STAT_FIELDS = (

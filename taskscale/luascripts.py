@@ -43,10 +43,17 @@ def _read(relative: str) -> str:
     return (resources.files("taskscale") / "scripts" / relative).read_text(encoding="utf-8")
 
 
+def _expand(text: str, depth: int = 0) -> str:
+    """``text`` with its include lines replaced (a library may include another)."""
+    if depth > 4:
+        raise ValueError("Lua includes nested more than 4 deep (a cycle?)")
+    return _INCLUDE.sub(lambda m: _expand(_read(m.group(1)).rstrip("\n"), depth + 1), text)
+
+
 @cache
 def script_source(name: str) -> str:
     """The text of ``taskscale/scripts/<name>.lua`` with its includes expanded."""
-    return _INCLUDE.sub(lambda m: _read(m.group(1)).rstrip("\n"), _read(f"{name}.lua"))
+    return _expand(_read(f"{name}.lua"))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ for _, env in ipairs(redis.call('ZRANGE', dkey, 0, -1)) do
                 redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'purged', 1)
                 unique_release(env)
                 if type(doc.fanout) == 'string' and doc.fanout ~= '' then
-                    fanout_final(doc.fanout, 'failed')
+                    fanout_final(doc.fanout, 'failed', env, nil)
                 end
             end
             return 1

@@ -50,7 +50,7 @@ for _, env in ipairs(removed) do
     if string.find(env, '"fanout"', 1, true) then
         local ok, doc = pcall(cjson.decode, env)
         if ok and type(doc) == 'table' and type(doc.fanout) == 'string' and doc.fanout ~= '' then
-            fanout_final(doc.fanout, 'failed')
+            fanout_final(doc.fanout, 'failed', env, nil)
         end
     end
 end

@@ -40,12 +40,12 @@ end
 local function finish(ttype, env, doc)
     redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'cancelled', 1)
     unique_release(env)
+    local reply = cjson.encode({id = wanted, ok = false, error_type = 'Cancelled',
+                                error = 'the task was cancelled before it ran'})
     if doc and type(doc.fanout) == 'string' and doc.fanout ~= '' then
-        fanout_final(doc.fanout, 'failed')
+        fanout_final(doc.fanout, 'failed', env, reply)
     end
     if doc and type(doc.reply_to) == 'string' and doc.reply_to ~= '' then
-        local reply = cjson.encode({id = wanted, ok = false, error_type = 'Cancelled',
-                                    error = 'the task was cancelled before it ran'})
         redis.call('RPUSH', doc.reply_to, reply)
         local ttl = tonumber(doc.reply_ttl) or 300
         redis.call('EXPIRE', doc.reply_to, math.max(1, math.floor(ttl)))

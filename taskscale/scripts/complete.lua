@@ -10,7 +10,8 @@
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  n, the number of tasks; then 7 values per task:
 --          id, T, service ms, reply key ("" = none), reply TTL seconds,
---          reply JSON (the whole {"id", "ok": true, "result"} object),
+--          reply JSON (the whole {"id", "ok": true, "result"} object; also
+--          the sub-task's result when its fan-out collects results),
 --          the fan-out id F ("" = none)
 --
 -- Returns the number of tasks recorded.  Stats "active_underflow" counts
@@ -43,7 +44,7 @@ for i = 0, n - 1 do
             redis.call('EXPIRE', reply_key, tonumber(ARGV[base + 4]) or 300)
         end
         if ARGV[base + 6] ~= '' then
-            fanout_final(ARGV[base + 6], 'succeeded')
+            fanout_final(ARGV[base + 6], 'succeeded', env, ARGV[base + 5])
         end
     end
 end

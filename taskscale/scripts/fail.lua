@@ -19,7 +19,8 @@
 --          (attempts + 1, no "due_ms")
 -- ARGV[8]  dead: reply key ("" = none)
 -- ARGV[9]  dead: reply TTL seconds
--- ARGV[10] dead: reply JSON ({"id", "ok": false, "error_type", "error"})
+-- ARGV[10] dead: reply JSON ({"id", "ok": false, "error_type", "error"});
+--          also the error kept when the sub-task's fan-out collects results
 -- ARGV[11] dead: fan-out id F ("" = none)
 -- ARGV[12] dead: the most records dead:T keeps (0 or absent = no cap); the
 --          oldest beyond it are dropped and counted in stats "dead_dropped"
@@ -83,6 +84,6 @@ if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
     redis.call('EXPIRE', reply_key, tonumber(ARGV[9]) or 300)
 end
 if ARGV[11] ~= '' then
-    fanout_final(ARGV[11], 'failed')
+    fanout_final(ARGV[11], 'failed', envelope, ARGV[10])
 end
 return 1

@@ -52,6 +52,23 @@ def track(i: int, *, tag: str, sleep_s: float = 0.02, fail_first: bool = False) 
     return i
 
 
+@task("fo.square")
+def square(i: int, *, tag: str, sleep_s: float = 0.05, fail: bool = False, pad: int = 0) -> object:
+    """``i * i`` (or ``[i * i, "x" * pad]``), counted as running like ``fo.track``;
+    ``fail`` raises instead. Records ``i`` in FINISHED when it ends either way."""
+    r = client()
+    running = r.incr(RUNNING.format(tag=tag))
+    try:
+        r.zadd(MAX_SEEN.format(tag=tag), {"max": running}, gt=True)
+        time.sleep(sleep_s)
+    finally:
+        r.decr(RUNNING.format(tag=tag))
+        r.rpush(FINISHED.format(tag=tag), f"{i}:{os.getpid()}")
+    if fail:
+        raise ValueError(f"sub-task {i} was told to fail")
+    return [i * i, "x" * pad] if pad else i * i
+
+
 @task("fo.always_fail")
 def always_fail(i: int) -> None:
     raise ValueError(f"sub-task {i} always fails")
