@@ -22,7 +22,7 @@ from waiting import wait_until as _wait_until
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
 #: Folders whose modules (the test task modules) worker processes can import.
-TASK_DIRS = (TESTS / "fanout", TESTS / "rpc", TESTS / "registry")
+TASK_DIRS = (TESTS / "fanout", TESTS / "rpc", TESTS / "registry", TESTS / "options")
 NAMESPACE = "taskscale"
 _logs: dict[int, IO[bytes]] = {}
 

@@ -73,6 +73,18 @@ def test_the_window_keeps_the_key_after_completion_then_expires(
     assert 25_000 < r.pttl(keys.unique("k")) <= 30_000
 
 
+def test_the_key_is_released_when_the_window_expires(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    first = producer.enqueue("noop", unique_key="k", unique_for=1.0)
+    with running_worker(redis_url, ("noop",)):
+        wait_until(lambda: int(r.hget(keys.stats("noop"), "completed") or 0) == 1)
+    wait_until(lambda: not r.exists(keys.unique("k")), timeout=5)
+    second = producer.enqueue("noop", unique_key="k", unique_for=1.0)
+    assert second != first
+    assert r.llen(keys.queue("noop")) == 1
+
+
 def test_a_dead_lettered_unique_task_releases_its_key(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
