@@ -15,6 +15,7 @@ except PackageNotFoundError:  # pragma: no cover - a source tree never installed
 
 from taskscale.cancellation import CancelResult, cancel
 from taskscale.context import TaskContext, current_task
+from taskscale.options import TaskOptions
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.tasks import register, task
 from taskscale.tracking import Tracker, track
@@ -25,6 +26,7 @@ __all__ = [
     "Producer",
     "ProducerSettings",
     "TaskContext",
+    "TaskOptions",
     "Tracker",
     "__version__",
     "cancel",
