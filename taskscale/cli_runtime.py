@@ -170,6 +170,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before it is due")
     p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
     p.add_argument("--max-retries", type=offset, default=None, help="retries before dead-lettering")
+    p.add_argument(
+        "--timeout", type=seconds, default=None, help="run timeout, seconds (default: the task's)"
+    )
     p.add_argument("--count", type=count, default=1, help="enqueue this many copies")
     p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
     p.set_defaults(func=_guarded(_enqueue))
@@ -280,6 +283,7 @@ def _json_arg(text: str, kind: type, flag: str) -> Any:
 
 
 def _enqueue(args: argparse.Namespace) -> int:
+    from taskscale.options import TaskOptions
     from taskscale.producer import Call, Producer, ProducerSettings
 
     call = Call(_json_arg(args.args, list, "--args"), _json_arg(args.kwargs, dict, "--kwargs"))
@@ -289,6 +293,10 @@ def _enqueue(args: argparse.Namespace) -> int:
     parse_priority(args.priority)
     if args.max_retries is not None and args.max_retries < 0:
         raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
+    try:
+        options = TaskOptions(timeout=args.timeout)
+    except ValueError as exc:
+        raise UsageError(f"--timeout: {exc}") from None
     client, keys = _client(args)
     producer = Producer(
         client, keys=keys, settings=ProducerSettings(max_payload_bytes=args.max_bytes)
@@ -299,6 +307,7 @@ def _enqueue(args: argparse.Namespace) -> int:
         delay=args.delay,
         priority=args.priority,
         max_retries=args.max_retries,
+        options=options,
     )
     for task_id in ids:
         print(task_id)

@@ -59,6 +59,17 @@ def test_key_of_the_wrong_type_is_one_line_not_a_traceback(
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_enqueue_options_are_written_into_the_envelope_and_unset_ones_left_out(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    done = run(redis_url, "enqueue", "noop", "--timeout", "2.5", "--max-retries", "1")
+    assert done.returncode == 0, done.stderr
+    assert run(redis_url, "enqueue", "noop").returncode == 0
+    first, second = (json.loads(raw) for raw in r.lrange(keys.queue("noop"), 0, -1))
+    assert (first["timeout_ms"], first["max_retries"]) == (2500, 1)
+    assert "timeout_ms" not in second and "max_retries" not in second  # the task's defaults apply
+
+
 def test_bad_json_arguments_are_refused_and_nothing_is_enqueued(
     redis_url: str, r: redis.Redis, keys: Keys
 ) -> None:

@@ -49,6 +49,7 @@ def test_enqueue_delay_must_be_finite_seconds(
         (["--priority", "12"], "invalid priority 12"),
         (["--priority", "urgent"], "invalid priority 'urgent'"),
         (["--max-retries", "-3"], "argument --max-retries: '-3' must be at least 0"),
+        (["--timeout", "0"], "--timeout: timeout must be > 0 seconds"),
         (["--args", "{"], "--args is not valid JSON"),
         (["--kwargs", "[1]"], "--kwargs must be a JSON object"),
         (["--count", "0"], "argument --count: '0' must be at least 1"),
