@@ -59,6 +59,8 @@ from taskscale.rpc import RemoteError
 DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
 #: Default seconds a fan-out's state (and results) are kept once done.
 DEFAULT_TTL_S = 86400
+#: Most sub-tasks per ``fanout_add`` call (a long add is several short scripts).
+ADD_CHUNK = 1000
 
 
 class FanoutClosed(RuntimeError):
@@ -162,7 +164,9 @@ class FanoutStream(FanoutHandle):
 
     def add(self, arg_sets: Iterable[ArgSet]) -> list[str]:
         """Add one sub-task per argument set (as for ``submit_fanout``);
-        return their task ids. Raises :class:`FanoutClosed` after :meth:`close`."""
+        return their task ids. Raises :class:`FanoutClosed` after :meth:`close`.
+        Each chunk of :data:`ADD_CHUNK` is one atomic script call with
+        consecutive positions."""
         if isinstance(arg_sets, str | bytes):
             raise TypeError("arg_sets must be a sequence of argument sets, not a string")
         task_type, level = self._type_and_priority()
@@ -184,23 +188,22 @@ class FanoutStream(FanoutHandle):
             )
             ids.append(task_id)
             docs.append(doc)
-        if not docs:
-            return ids
-        try:
-            _script(self.redis, "fanout_add")(
-                keys=[
-                    self.keys.fanout(self.id),
-                    self.keys.fanout_pending(self.id),
-                    self.keys.queue(task_type, level),
-                    self.keys.types,
-                    self.keys.stats(task_type),
-                    self.keys.wake(task_type),
-                ],
-                args=[self.keys.prefix, WAKE_TOKENS_CAP, *docs],
-                client=self.redis,
-            )
-        except redis.ResponseError as exc:
-            _raise_script_error(exc, self.id)
+        keys = [
+            self.keys.fanout(self.id),
+            self.keys.fanout_pending(self.id),
+            self.keys.queue(task_type, level),
+            self.keys.types,
+            self.keys.stats(task_type),
+            self.keys.wake(task_type),
+        ]
+        for start in range(0, len(docs), ADD_CHUNK):
+            chunk = docs[start : start + ADD_CHUNK]
+            try:
+                _script(self.redis, "fanout_add")(
+                    keys=keys, args=[self.keys.prefix, WAKE_TOKENS_CAP, *chunk], client=self.redis
+                )
+            except redis.ResponseError as exc:
+                _raise_script_error(exc, self.id)
         return ids
 
     def close(self) -> bool:

@@ -31,6 +31,7 @@ import redis
 
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
+from taskscale.options import TaskOptions
 from taskscale.producer import Producer, ProducerSettings
 
 T = TypeVar("T")
@@ -74,6 +75,9 @@ class CallOptions:
     #: the error now rather than after the backoff schedule.
     max_retries: int = 0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    #: Other options of this task (timeout, backoff...); ``max_retries`` and
+    #: ``reply_ttl_s`` above win over theirs.
+    task_options: TaskOptions | None = None
 
     def __post_init__(self) -> None:
         ttl = self.reply_ttl_s
@@ -188,6 +192,7 @@ def call_async(
         priority=options.priority,
         max_retries=options.max_retries,
         extra=extra,
+        options=options.task_options,
         **kwargs,
     )
     return RpcHandle(client, task_id, keys=keys)

@@ -62,6 +62,15 @@ def test_the_limit_holds_across_adds_and_positions_follow_submission_order(
     assert (status.total, status.running, status.open, status.done) == (5, 2, True, False)
 
 
+def test_a_large_add_is_chunked_with_consecutive_positions(r: redis.Redis) -> None:
+    stream = open_fanout(r, "resize", limit=3, keys=KEYS)
+    ids = stream.add([[i] for i in range(2500)])
+    envs = _envelopes(r, KEYS.queue("resize")) + _envelopes(r, KEYS.fanout_pending(stream.id))
+    assert [e["id"] for e in envs] == ids
+    assert [e["fanout_seq"] for e in envs] == list(range(2500))
+    assert r.llen(KEYS.queue("resize")) == 3 and stream.status().total == 2500
+
+
 def test_an_open_fan_out_is_not_done_even_with_nothing_outstanding(r: redis.Redis) -> None:
     stream = open_fanout(r, "resize", limit=3, keys=KEYS)
     with pytest.raises(FanoutTimeout):

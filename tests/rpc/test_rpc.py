@@ -26,6 +26,7 @@ from workerprocs import processes, start, start_worker, stop, wait_until
 
 from taskscale.execution import TaskRunner
 from taskscale.keys import Keys
+from taskscale.options import TaskOptions
 from taskscale.rpc import (
     CallOptions,
     RemoteError,
@@ -139,6 +140,15 @@ def test_a_late_reply_expires_with_its_reply_ttl(redis_url: str, r: redis.Redis)
     assert 0 < ttl <= 7
     assert handle.get(timeout=0) == 3
     assert not r.exists(KEYS.reply(handle.id))
+
+
+def test_call_options_carry_task_options_into_the_envelope(r: redis.Redis) -> None:
+    options = CallOptions(task_options=TaskOptions(timeout=7, max_retries=5))
+    call_async(r, "rpc.add", 1, 2, options=options, keys=KEYS)
+    [env] = [json.loads(raw) for raw in r.lrange(KEYS.queue("rpc.add"), 0, -1)]
+    assert env["timeout_ms"] == 7000
+    assert env["max_retries"] == 0  # CallOptions.max_retries wins
+    assert "reply_ttl" not in env  # left to the task's result_ttl
 
 
 def test_async_handle_is_not_ready_until_the_worker_replies(redis_url: str, r: redis.Redis) -> None:
