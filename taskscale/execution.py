@@ -42,7 +42,7 @@ from taskscale.logs import task_fields
 from taskscale.metrics import WorkerMetrics
 from taskscale.options import Resolved, resolve
 from taskscale.tasks import TaskRegistry
-from taskscale.timeouts import call_with_timeout
+from taskscale.timeouts import TaskTimeout, call_with_timeout
 
 log = logging.getLogger("taskscale.worker")
 
@@ -168,6 +168,8 @@ class TaskRunner:
                 result = call_with_timeout(fn, env.args, env.kwargs, opts.timeout_s)
         except Exception as exc:  # a task's error is data for the fail script
             elapsed = time.perf_counter() - started
+            if isinstance(exc, TaskTimeout) and self.metrics is not None:
+                self.metrics.timeouts.labels(env.type).inc()
             tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]
             log.error(
                 "task %s %s failed (attempt %d of %d): %s: %s\n%s",

@@ -56,6 +56,12 @@ class WorkerMetrics:
         self.threads = Gauge(
             "taskscale_worker_threads", "Size of the worker's thread pool.", registry=self.registry
         )
+        self.timeouts = Counter(
+            "taskscale_worker_task_timeouts_total",
+            "Task runs failed because they ran past their timeout (also counted in tasks_total).",
+            ["type"],
+            registry=self.registry,
+        )
         self.redis_errors = Counter(
             "taskscale_worker_redis_errors_total",
             "Redis calls that failed with a connection or timeout error (then retried).",
@@ -72,6 +78,7 @@ class WorkerMetrics:
             for outcome in OUTCOMES:
                 self._counter(task_type, outcome)
             self._histograms(task_type)
+            self.timeouts.labels(task_type)
 
     def _counter(self, task_type: str, outcome: str) -> Counter:
         child = self._finished.get((task_type, outcome))
