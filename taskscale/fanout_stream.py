@@ -195,6 +195,7 @@ class FanoutStream(FanoutHandle):
             self.keys.types,
             self.keys.stats(task_type),
             self.keys.wake(task_type),
+            self.keys.fanout_results(self.id),
         ]
         for start in range(0, len(docs), ADD_CHUNK):
             chunk = docs[start : start + ADD_CHUNK]

@@ -10,6 +10,7 @@
 -- KEYS[4]  {NS}:types              set: every task type ever enqueued
 -- KEYS[5]  {NS}:stats:T            hash: counters of T (enqueued)
 -- KEYS[6]  {NS}:wake:T             list: wake-up tokens of T
+-- KEYS[7]  {NS}:fanout:F:results   hash: collected results (TTL refreshed)
 -- ARGV[1]  key prefix "{NS}:"
 -- ARGV[2]  wake token cap
 -- ARGV[3..] sub-task envelopes: JSON objects with "fanout": F, without
@@ -67,10 +68,11 @@ flush(queue_key, ready)
 flush(pending_key, later)
 redis.call('HSET', fkey, 'total', total, 'running', running)
 local ttl = tonumber(st[7]) or 86400
+-- open: every key of F expires `ttl` after its last activity (EXPIRE of a
+-- missing key is a no-op)
 redis.call('EXPIRE', fkey, ttl)
-if redis.call('EXISTS', pending_key) == 1 then
-  redis.call('EXPIRE', pending_key, ttl)
-end
+redis.call('EXPIRE', pending_key, ttl)
+redis.call('EXPIRE', KEYS[7], ttl)
 if released > 0 then
   redis.call('SADD', types_key, st[1])
   redis.call('HINCRBY', stats_key, 'enqueued', released)
