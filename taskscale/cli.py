@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "task": "taskscale.cli_admin",
     "types": "taskscale.cli_admin",
     "cancel": "taskscale.cli_cancel",
+    "fanout": "taskscale.cli_fanout",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",

@@ -16,6 +16,7 @@ import redis
 from fanout_tasks import FINISHED, MAX_SEEN, RUNNING
 from workerprocs import processes, start_worker, wait_until
 
+from taskscale.cli import main
 from taskscale.fanout import FanoutHandle, FanoutTimeout, UnknownFanout
 from taskscale.fanout_stream import (
     FanoutClosed,
@@ -119,7 +120,10 @@ def test_sub_task_options_are_written_into_the_envelopes(r: redis.Redis) -> None
 
 @pytest.mark.slow
 def test_three_adds_run_while_open_complete_only_after_close_with_results_in_order(
-    redis_url: str, r: redis.Redis
+    redis_url: str,
+    r: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     tag = "stream"
     workers = [
@@ -160,6 +164,13 @@ def test_three_adds_run_while_open_complete_only_after_close_with_results_in_ord
     assert r.hget(KEYS.fanout(stream.id), "running") == b"0"
     # Any other process sees the same notice (and results) by id.
     assert FanoutHandle.attach(r, stream.id, keys=KEYS).wait(timeout=1).total == 12
+    monkeypatch.setenv("TASKSCALE_REDIS_URL", redis_url)
+    monkeypatch.setenv("TASKSCALE_NAMESPACE", KEYS.namespace)
+    assert main(["fanout", stream.id, "--results"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "done; 12 sub-tasks, 11 succeeded, 1 failed" in lines[0]
+    assert lines[3] == "  1: ok 1" and lines[9].startswith("  7: error ValueError: sub-task 7")
+    assert main(["fanout", "0" * 32]) == 3
 
 
 @pytest.mark.slow

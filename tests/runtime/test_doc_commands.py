@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "README.md", REPO / "charts/taskscale/templates/NOTES.txt"]
 #: Subcommands that return at once (worker, scheduler, controller, demo run on).
-ONE_SHOT = {"enqueue", "status", "dead", "delayed", "queue", "task", "types", "cancel"}
+ONE_SHOT = {"enqueue", "status", "dead", "delayed", "queue", "task", "types", "cancel", "fanout"}
 
 
 def documented_commands() -> list[tuple[str, str]]:
