@@ -13,8 +13,8 @@ import time
 
 import pytest
 import redis
-from fanout_tasks import FINISHED, MAX_SEEN, RUNNING
-from workerprocs import processes, start_worker, wait_until
+from fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
+from workerprocs import kill, processes, start_scheduler, start_worker, wait_until
 
 from taskscale.cli import main
 from taskscale.fanout import FanoutHandle, FanoutTimeout, UnknownFanout
@@ -229,3 +229,35 @@ def test_closing_before_the_last_outcome_completes_on_that_outcome(
     assert time.monotonic() - started > 0.3  # it waited for the sub-tasks
     with pytest.raises(ValueError, match="without collect"):
         stream.wait(timeout=1, collect=True)
+
+
+@pytest.mark.slow
+def test_a_streamed_sub_task_of_a_killed_worker_keeps_its_slot_and_its_result_is_kept_once(
+    redis_url: str, r: redis.Redis
+) -> None:
+    tag = "stream-kill"
+    doomed = start_worker(
+        redis_url,
+        types="fo.track",
+        imports=TASKS,
+        threads=1,
+        lease=2.0,
+        heartbeat=0.5,
+        env={HANG_ENV: "1"},
+    )
+    with processes(doomed) as started:
+        stream = open_fanout(r, "fo.track", limit=1, collect=True, keys=KEYS)
+        stream.add([{"i": 0, "tag": tag}])
+        wait_until(lambda: r.hget(STARTS.format(tag=tag), "0"))
+        kill(doomed)
+        stream.add([{"i": i, "tag": tag} for i in (1, 2)])  # the slot is still taken
+        assert r.llen(KEYS.fanout_pending(stream.id)) == 2
+        stream.close()
+        started.append(start_scheduler(redis_url, lease=2.0))
+        started.append(start_worker(redis_url, types="fo.track", imports=TASKS))
+        result = stream.wait(timeout=120, collect=True)
+
+    assert result.results is not None
+    assert [(s.index, s.result) for s in result.results] == [(0, 0), (1, 1), (2, 2)]
+    assert r.hget(STARTS.format(tag=tag), "0") == b"2"  # the killed run, then the rerun
+    assert r.hget(KEYS.fanout(stream.id), "running") == b"0"
