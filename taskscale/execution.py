@@ -15,7 +15,7 @@ Rules:
   caller, not a transient failure: dead-lettered at once, never retried;
 * a task whose worker died ``max_lost`` times running it is not run again;
 * a result that is not JSON is a failure like an exception;
-* a run longer than its timeout is failed with ``TaskTimeout``
+* a run longer than its timeout is failed with ``RunTimeout``
   (:mod:`taskscale.timeouts` says what can be interrupted);
 * retries, backoff, timeout and the reply's TTL are the envelope's options,
   else the task's declared ones (:mod:`taskscale.options`);
@@ -42,7 +42,7 @@ from taskscale.logs import task_fields
 from taskscale.metrics import WorkerMetrics
 from taskscale.options import Resolved, resolve
 from taskscale.tasks import TaskRegistry
-from taskscale.timeouts import TaskTimeout, call_with_timeout
+from taskscale.timeouts import RunTimeout, call_with_timeout
 
 log = logging.getLogger("taskscale.worker")
 
@@ -168,7 +168,7 @@ class TaskRunner:
                 result = call_with_timeout(fn, env.args, env.kwargs, opts.timeout_s)
         except Exception as exc:  # a task's error is data for the fail script
             elapsed = time.perf_counter() - started
-            if isinstance(exc, TaskTimeout) and self.metrics is not None:
+            if isinstance(exc, RunTimeout) and self.metrics is not None:
                 self.metrics.timeouts.labels(env.type).inc()
             tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]
             log.error(

@@ -3,7 +3,7 @@
 CPython cannot stop a thread from outside. What it can do, and what this
 module does, is raise an exception *inside* a thread: when a run passes its
 timeout, one watchdog thread per process calls
-``PyThreadState_SetAsyncExc(thread, TaskTimeout)`` on the executor thread
+``PyThreadState_SetAsyncExc(thread, RunTimeout)`` on the executor thread
 running it. The interpreter raises it in that thread the next time it
 executes Python bytecode.
 
@@ -23,7 +23,7 @@ What is not
   calls their own timeouts, or run them in a subprocess.
 
 Either way, a run that took longer than its timeout is failed with
-``TaskTimeout`` even if the function caught the exception and returned
+``RunTimeout`` even if the function caught the exception and returned
 normally; ``finally`` blocks and context managers in the function run as
 the exception unwinds. A failed run is retried like any failure while
 ``max_retries`` allows (docs/schema.md).
@@ -47,12 +47,15 @@ _clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void
 )
 
 
-class TaskTimeout(Exception):
-    """A task ran past its timeout (raised inside the task's thread)."""
+class RunTimeout(Exception):
+    """A task ran past its run timeout (raised inside the task's thread).
+
+    Not :class:`taskscale.rpc.TaskTimeout`, which an RPC *caller* gets when no
+    reply came in time."""
 
 
 class _Watchdog:
-    """One thread that raises :class:`TaskTimeout` in threads whose deadline passed.
+    """One thread that raises :class:`RunTimeout` in threads whose deadline passed.
 
     A token is armed by the thread that runs the task and fires at most once;
     :meth:`disarm` under the same lock means that after it returns False the
@@ -104,7 +107,7 @@ class _Watchdog:
                 heapq.heappop(self._heap)
                 ident = self._armed.pop(token)
                 self._fired.add(token)
-                _set_async_exc(ident, TaskTimeout)
+                _set_async_exc(ident, RunTimeout)
 
 
 _watchdog = _Watchdog()
@@ -116,7 +119,7 @@ def call_with_timeout(
     kwargs: dict[str, Any],
     seconds: float | None,
 ) -> Any:
-    """``fn(*args, **kwargs)``, failed with :class:`TaskTimeout` when it runs
+    """``fn(*args, **kwargs)``, failed with :class:`RunTimeout` when it runs
     longer than ``seconds`` (None or <= 0: no limit). See the module docstring
     for what the exception can and cannot interrupt."""
     if seconds is None or seconds <= 0:
@@ -139,11 +142,11 @@ def call_with_timeout(
         fired = _watchdog.disarm(token)
         if fired:  # it fired; if its exception is still pending, drop it
             _clear_async_exc(ident, None)
-    except TaskTimeout:  # the async exception landed after fn, in the lines above
+    except RunTimeout:  # the async exception landed after fn, in the lines above
         fired = True
         _watchdog.disarm(token)
     if fired:
-        raise TaskTimeout(f"the task ran longer than its timeout of {seconds:g} s") from None
+        raise RunTimeout(f"the task ran longer than its timeout of {seconds:g} s") from None
     if error is not None:
         raise error
     return result

@@ -95,7 +95,7 @@ def test_a_task_over_its_timeout_is_failed_and_the_worker_goes_on(
         wait_until(lambda: "cleanup" in _events(r, "longer"), timeout=20)
     [dead] = _dead(r, "opt.slow")
     assert json.loads(str(dead["envelope"]))["id"] == slow_id
-    assert str(dead["error"]).startswith("TaskTimeout: ")
+    assert str(dead["error"]).startswith("RunTimeout: ")
     assert _events(r, "slow") == ["started", "cleanup"]  # interrupted; its finally ran
     assert _events(r, "longer") == ["started", "finished", "cleanup"]
     assert int(r.hget(KEYS.active, "opt.slow") or 0) == 0
@@ -111,7 +111,7 @@ def test_a_blocking_c_call_is_not_interrupted_but_the_run_still_fails(
         wait_until(lambda: r.llen(KEYS.dead("opt.blocking")) == 1, timeout=30)
     [started] = _attempt_times(r, "c-call")
     [dead] = _dead(r, "opt.blocking")
-    assert str(dead["error"]).startswith("TaskTimeout: ")
+    assert str(dead["error"]).startswith("RunTimeout: ")
     # Failed when the sleep returned after its full 2 s, not at the 0.5 s timeout.
     assert int(str(dead["failed_ms"])) / 1000 - started >= 1.9
 

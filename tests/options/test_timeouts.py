@@ -11,7 +11,7 @@ from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.metrics import WorkerMetrics
 from taskscale.options import TaskOptions
 from taskscale.tasks import TaskRegistry
-from taskscale.timeouts import TaskTimeout, call_with_timeout
+from taskscale.timeouts import RunTimeout, call_with_timeout
 
 
 def python_loop(seconds: float) -> str:
@@ -31,19 +31,19 @@ def swallowing(seconds: float) -> str:
 
 def test_python_code_is_interrupted_at_the_timeout() -> None:
     started = time.monotonic()
-    with pytest.raises(TaskTimeout, match=r"timeout of 0\.2 s"):
+    with pytest.raises(RunTimeout, match=r"timeout of 0\.2 s"):
         call_with_timeout(python_loop, [10.0], {}, 0.2)
     assert time.monotonic() - started < 5.0  # far less than the 10 s it would run
 
 
 def test_a_run_that_swallows_the_exception_is_still_failed() -> None:
-    with pytest.raises(TaskTimeout):
+    with pytest.raises(RunTimeout):
         call_with_timeout(swallowing, [10.0], {}, 0.2)
 
 
 def test_a_blocking_c_call_finishes_before_the_exception_is_raised() -> None:
     started = time.monotonic()
-    with pytest.raises(TaskTimeout):
+    with pytest.raises(RunTimeout):
         call_with_timeout(time.sleep, [0.6], {}, 0.1)
     assert time.monotonic() - started >= 0.6
 
@@ -64,7 +64,7 @@ def test_a_timed_out_run_is_a_failure_counted_in_the_metrics() -> None:
     runner = TaskRunner(registry, worker_id="w", retry=RetryPolicy(), max_lost=5, metrics=metrics)
     raw = b'{"id":"t1","type":"loop","args":[10],"kwargs":{}}'
     outcome = runner.run(Claimed("loop", "t1", raw, 0))
-    assert (outcome.kind, outcome.error.split(":")[0]) == ("dead", "TaskTimeout")
+    assert (outcome.kind, outcome.error.split(":")[0]) == ("dead", "RunTimeout")
     value = metrics.registry.get_sample_value(
         "taskscale_worker_task_timeouts_total", {"type": "loop"}
     )
