@@ -52,7 +52,7 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.luascripts import script_source
-from taskscale.options import TaskOptions
+from taskscale.options import MAX_SECONDS, TaskOptions
 from taskscale.rpc import RemoteError
 
 #: Default bound of all collected results of one fan-out, in bytes of JSON.
@@ -291,12 +291,15 @@ def open_fanout(
     keys = keys or Keys.from_env()
     check_name("task type", task_type)
     level = parse_priority(priority)
-    for name, value in (("limit", limit), ("ttl", ttl), ("max_result_bytes", max_result_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"fan-out {name} must be an integer >= 1, got {value!r}")
     keep_s = ttl if result_ttl is None else result_ttl
-    if isinstance(keep_s, bool) or not isinstance(keep_s, int) or keep_s < 1:
-        raise ValueError(f"result_ttl must be an integer >= 1 (seconds), got {result_ttl!r}")
+    for name, value, most in (
+        ("limit", limit, 1 << 31),
+        ("max_result_bytes", max_result_bytes, 1 << 40),
+        ("ttl", ttl, MAX_SECONDS),
+        ("result_ttl", keep_s, MAX_SECONDS),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise ValueError(f"fan-out {name} must be an integer from 1 to {most}, got {value!r}")
     fanout_id = uuid.uuid4().hex
     _script(client, "fanout_open")(
         keys=[keys.fanout(fanout_id)],

@@ -32,6 +32,9 @@ from typing import Any
 from taskscale.envelope import DEFAULT_MAX_RETRIES
 from taskscale.envelope import DEFAULT_REPLY_TTL_S as DEFAULT_RESULT_TTL_S
 
+#: The longest duration an option takes (10 years): a larger one is a typo.
+MAX_SECONDS = 10 * 365 * 24 * 3600
+
 
 def _seconds(name: str, value: float | None, *, positive: bool = True) -> None:
     if value is None:
@@ -40,6 +43,8 @@ def _seconds(name: str, value: float | None, *, positive: bool = True) -> None:
         raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
     if value <= 0 if positive else value < 0:
         raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'} seconds, not {value!r}")
+    if value > MAX_SECONDS:
+        raise ValueError(f"{name} must be at most {MAX_SECONDS} s (10 years), not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,10 @@ class TaskOptions:
         _seconds("retry_backoff_max", self.retry_backoff_max)
         _seconds("timeout", self.timeout)
         ttl = self.result_ttl
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
-            raise ValueError(f"result_ttl must be an integer >= 1 (seconds), not {ttl!r}")
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_SECONDS
+        ):
+            raise ValueError(f"result_ttl must be whole seconds, 1 to 10 years, not {ttl!r}")
 
     def envelope_fields(self) -> dict[str, Any]:
         """The envelope fields that carry the options that are set."""

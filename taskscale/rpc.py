@@ -81,7 +81,7 @@ class CallOptions:
 
     def __post_init__(self) -> None:
         ttl = self.reply_ttl_s
-        if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
             raise ValueError(f"reply_ttl_s must be a whole number of seconds >= 1, not {ttl!r}")
 
 

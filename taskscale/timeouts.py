@@ -101,8 +101,8 @@ class _Watchdog:
                     continue
                 deadline, token = self._heap[0]
                 left = deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
+                if left > 0:  # bounded: Condition.wait overflows on absurd deadlines
+                    self._cond.wait(min(left, 3600.0))
                     continue
                 heapq.heappop(self._heap)
                 ident = self._armed.pop(token)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from taskscale.execution import RetryPolicy
 from taskscale.options import Resolved, TaskOptions, resolve
 
@@ -23,3 +25,9 @@ def test_a_schedule_is_exact_and_its_last_delay_repeats() -> None:
 def test_without_options_the_workers_policy_applies() -> None:
     policy = RetryPolicy(base_s=3.0, factor=2.0, cap_s=10.0, jitter=0.0)
     assert [policy.for_task(Resolved(), a) for a in range(3)] == [3000, 6000, 10000]
+
+
+def test_absurd_option_values_are_refused_with_a_sentence() -> None:
+    for bad in ({"timeout": 1e30}, {"result_ttl": 10**12}, {"retry_backoff": [1, float("nan")]}):
+        with pytest.raises(ValueError, match="must be"):
+            TaskOptions(**bad)  # type: ignore[arg-type]
