@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from redis.commands.core import Script
 
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
 
 #: Most tasks one admin_purge.lua call deletes (bounds how long Redis is busy).
 PURGE_BATCH = 1000
@@ -32,7 +32,7 @@ _SCRIPTS = ("admin_dead", "admin_delayed", "admin_purge", "admin_forget", "task_
 _registered: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
 
 
-def _script(client: redis.Redis, name: str) -> Script:
+def _script(client: RedisClient, name: str) -> Script:
     found = _registered.get(client)
     if found is None:
         found = {n: client.register_script(script_source(n)) for n in _SCRIPTS}
@@ -121,7 +121,7 @@ def _dead_letter(task_type: str, raw: Any) -> DeadLetter:
 
 
 def dead_list(
-    client: redis.Redis, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
 ) -> list[DeadLetter]:
     """Dead letters of ``task_type``, oldest first, ``count`` from ``start``."""
     check_name("task type", task_type)
@@ -142,7 +142,7 @@ def _ids(ids: Sequence[str] | None) -> list[str]:
 
 
 def _dead_op(
-    client: redis.Redis, keys: Keys, task_type: str, mode: str, ids: Sequence[str] | None
+    client: RedisClient, keys: Keys, task_type: str, mode: str, ids: Sequence[str] | None
 ) -> int:
     check_name("task type", task_type)
     args = [keys.prefix, task_type, mode, *_ids(ids)]
@@ -150,7 +150,7 @@ def _dead_op(
 
 
 def dead_requeue(
-    client: redis.Redis, keys: Keys, task_type: str, *, ids: Sequence[str] | None = None
+    client: RedisClient, keys: Keys, task_type: str, *, ids: Sequence[str] | None = None
 ) -> int:
     """Move dead letters (all, or those with these task ids) back to the tail
     of their ready list with attempts reset; return how many moved."""
@@ -158,14 +158,14 @@ def dead_requeue(
 
 
 def dead_purge(
-    client: redis.Redis, keys: Keys, task_type: str, *, ids: Sequence[str] | None = None
+    client: RedisClient, keys: Keys, task_type: str, *, ids: Sequence[str] | None = None
 ) -> int:
     """Delete dead letters (all, or those with these task ids); return how many."""
     return _dead_op(client, keys, task_type, "purge", ids)
 
 
 def delayed_list(
-    client: redis.Redis, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
 ) -> list[DelayedTask]:
     """Delayed tasks of ``task_type``, soonest due first."""
     check_name("task type", task_type)
@@ -183,25 +183,25 @@ def delayed_list(
     return out
 
 
-def _delayed_op(client: redis.Redis, keys: Keys, task_type: str, mode: str, task_id: str) -> bool:
+def _delayed_op(client: RedisClient, keys: Keys, task_type: str, mode: str, task_id: str) -> bool:
     check_name("task type", task_type)
     check_name("task id", task_id)
     args = [keys.prefix, task_type, mode, task_id]
     return bool(_script(client, "admin_delayed")(keys=[keys.types], args=args, client=client))
 
 
-def delayed_run_now(client: redis.Redis, keys: Keys, task_type: str, task_id: str) -> bool:
+def delayed_run_now(client: RedisClient, keys: Keys, task_type: str, task_id: str) -> bool:
     """Make a delayed task ready now; False if it is not in the delayed set."""
     return _delayed_op(client, keys, task_type, "run_now", task_id)
 
 
-def delayed_delete(client: redis.Redis, keys: Keys, task_type: str, task_id: str) -> bool:
+def delayed_delete(client: RedisClient, keys: Keys, task_type: str, task_id: str) -> bool:
     """Delete a delayed task; False if it is not in the delayed set."""
     return _delayed_op(client, keys, task_type, "delete", task_id)
 
 
 def queue_purge(
-    client: redis.Redis, keys: Keys, task_type: str, *, include_delayed: bool = False
+    client: RedisClient, keys: Keys, task_type: str, *, include_delayed: bool = False
 ) -> int:
     """Delete every ready task of ``task_type`` (and its delayed tasks with
     ``include_delayed``); return how many.  Runs in atomic batches of
@@ -230,7 +230,7 @@ class ForgetResult:
 
 
 def forget_type_checked(
-    client: redis.Redis, keys: Keys, task_type: str, *, force: bool = False
+    client: RedisClient, keys: Keys, task_type: str, *, force: bool = False
 ) -> ForgetResult:
     """:func:`forget_type` with the counts found (why it was refused)."""
     check_name("task type", task_type)
@@ -245,7 +245,7 @@ def forget_type_checked(
     return ForgetResult(bool(done), queued, delayed, running)
 
 
-def forget_type(client: redis.Redis, keys: Keys, task_type: str, *, force: bool = False) -> bool:
+def forget_type(client: RedisClient, keys: Keys, task_type: str, *, force: bool = False) -> bool:
     """Forget ``task_type`` (types set, stats, idle clock, wake list, dead
     letters).  Refused (False) while it has ready or delayed tasks -- unless
     ``force``, which deletes them -- and always while a task of it runs."""
@@ -253,7 +253,7 @@ def forget_type(client: redis.Redis, keys: Keys, task_type: str, *, force: bool 
 
 
 def task_info(
-    client: redis.Redis,
+    client: RedisClient,
     keys: Keys,
     task_id: str,
     *,

@@ -13,12 +13,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from redis.commands.core import Script
 
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
 
 #: How long a running task's cancellation flag is kept (seconds).
 FLAG_TTL_S = 24 * 3600
@@ -42,7 +42,7 @@ class CancelResult:
         return self.state in ("queued", "delayed")
 
 
-def _script(client: redis.Redis) -> Script:
+def _script(client: RedisClient) -> Script:
     found = _scripts.get(client)
     if found is None:
         found = _scripts[client] = client.register_script(script_source("cancel"))
@@ -72,6 +72,6 @@ def cancel(
     return CancelResult(as_text[0], as_text[1])
 
 
-def is_cancelled(client: redis.Redis, keys: Keys, task_id: str) -> bool:
+def is_cancelled(client: RedisClient, keys: Keys, task_id: str) -> bool:
     """Whether ``task_id`` was asked to stop while running."""
     return bool(client.exists(keys.cancel(task_id)))

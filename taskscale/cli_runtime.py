@@ -39,6 +39,7 @@ from taskscale.keys import (
 )
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.producer import MAX_DELAY_S
+from taskscale.redis_urls import RedisClient
 
 if TYPE_CHECKING:
     from taskscale.worker import Worker
@@ -200,7 +201,7 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     return guarded
 
 
-def _client(args: argparse.Namespace) -> tuple[redis.Redis, Keys]:
+def _client(args: argparse.Namespace) -> tuple[RedisClient, Keys]:
     keys = Keys(args.namespace)
     client = connect(args.redis_url)
     check(client)

@@ -15,10 +15,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.retry import Retry
 from tenacity import (
     RetryCallState,
@@ -30,6 +31,8 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from taskscale.redis_urls import RedisClient, build_client
+
 REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -38,6 +41,11 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.BusyLoadingError,
+    # a cluster failing over: the client refreshes its slot map; the next try goes
+    # to the new master (redis-py's own retries are off, see connect())
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
 )
 
 log = logging.getLogger("taskscale.connection")
@@ -62,54 +70,42 @@ class ConnectionSettings:
         return cls(url=url or os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL)
 
 
-def connect(settings: ConnectionSettings | str | None = None) -> redis.Redis:
-    """A client for ``settings`` (or a URL); nothing is sent until first use.
+def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:
+    """A client for ``settings`` (or a URL of any scheme taskscale.redis_urls
+    accepts).  Nothing is sent until first use, except that a cluster client
+    reads the slot map when it is made (a RedisError if no node answers).
 
     Raises :class:`ValueError` with a one-line message for a malformed URL.
     """
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env(settings)
-    _check_database(settings.url)
-    try:
-        return redis.Redis.from_url(
-            settings.url,
-            socket_connect_timeout=settings.connect_timeout_s,
-            socket_timeout=settings.socket_timeout_s,
-            socket_keepalive=True,
-            health_check_interval=30,
-            # No silent retries inside redis-py: a retried claim whose first
-            # reply was lost would strand tasks.  Callers retry via retrying().
-            retry=Retry(NoBackoff(), 0),
-        )
-    except ValueError as exc:
-        raise ValueError(f"invalid Redis URL {settings.url!r}: {exc}") from None
-
-
-def _check_database(url: str) -> None:
-    """redis-py quietly uses database 0 for ``redis://host/abc``: refuse it."""
-    parsed = urlsplit(url)
-    if parsed.scheme not in ("redis", "rediss"):
-        return  # unix:// takes ?db=; a wrong scheme is redis-py's to name
-    database = parsed.path.strip("/")
-    if database and not database.isdigit():
-        raise ValueError(f"invalid Redis URL {url!r}: database {database!r} is not a number")
+    return build_client(
+        settings.url,
+        socket_connect_timeout=settings.connect_timeout_s,
+        socket_timeout=settings.socket_timeout_s,
+        socket_keepalive=True,
+        health_check_interval=30,
+        # No silent retries inside redis-py: a retried claim whose first
+        # reply was lost would strand tasks.  Callers retry via retrying().
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 #: What the runtime's public functions accept as "which Redis": a client, a
 #: URL, or None for ``TASKSCALE_REDIS_URL`` (default redis://127.0.0.1:6379/0).
-RedisLike = redis.Redis | str | None
+RedisLike = redis.Redis | RedisCluster | str | None
 
 
-def client_for(target: RedisLike) -> redis.Redis:
+def client_for(target: RedisLike) -> RedisClient:
     """``target`` itself if it is a client, else a client for the URL / env."""
-    if isinstance(target, redis.Redis):
+    if isinstance(target, redis.Redis | RedisCluster):
         return target
     if target is not None and not isinstance(target, str):
-        raise TypeError(f"expected a redis.Redis client, a Redis URL or None, not {target!r}")
+        raise TypeError(f"expected a Redis client, a Redis URL or None, not {target!r}")
     return connect(target)
 
 
-def check(client: redis.Redis) -> None:
+def check(client: RedisClient) -> None:
     """PING once; raise :class:`RedisUnavailable` with one readable line if it fails."""
     try:
         client.ping()
@@ -117,7 +113,7 @@ def check(client: redis.Redis) -> None:
         raise RedisUnavailable(describe_error(exc, client=client)) from None
 
 
-def describe_error(exc: BaseException, *, client: redis.Redis | None = None) -> str:
+def describe_error(exc: BaseException, *, client: RedisClient | None = None) -> str:
     """One line that tells a user what went wrong with Redis and where."""
     where = f" at {_location(client)}" if client is not None else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -135,8 +131,15 @@ def describe_error(exc: BaseException, *, client: redis.Redis | None = None) -> 
     return f"Redis error{where}: {text}"
 
 
-def _location(client: redis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
+def _location(client: RedisClient) -> str:
+    if isinstance(client, RedisCluster):
+        nodes = client.get_primaries() or client.get_nodes()  # type: ignore[no-untyped-call]
+        return "cluster " + ",".join(node.name for node in nodes[:3])
+    pool = client.connection_pool
+    service = getattr(pool, "service_name", None)
+    if service is not None:
+        return f"sentinel service {service}"
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"

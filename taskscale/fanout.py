@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from redis.commands.core import Script
 
 from taskscale import envelope
@@ -47,6 +46,7 @@ from taskscale.keys import (
 )
 from taskscale.luascripts import script_source
 from taskscale.producer import Call
+from taskscale.redis_urls import RedisClient
 from taskscale.rpc import block_in_slices
 
 log = logging.getLogger(__name__)
@@ -194,14 +194,14 @@ class FanoutSubscription:
 class FanoutHandle:
     """A submitted fan-out, by id; usable from any process (see :meth:`attach`)."""
 
-    def __init__(self, client: redis.Redis, fanout_id: str, *, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, fanout_id: str, *, keys: Keys) -> None:
         self.redis = client
         self.id = fanout_id
         self.keys = keys
 
     @classmethod
     def attach(
-        cls, client: redis.Redis, fanout_id: str, *, keys: Keys | None = None
+        cls, client: RedisClient, fanout_id: str, *, keys: Keys | None = None
     ) -> FanoutHandle:
         """A handle on a fan-out submitted elsewhere."""
         return cls(client, check_name("fan-out id", fanout_id), keys=keys or Keys.from_env())
@@ -346,10 +346,10 @@ def split_arg_set(arg_set: ArgSet) -> tuple[Sequence[Any], Mapping[str, Any] | N
     return args, kwargs
 
 
-_scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
+_scripts: weakref.WeakKeyDictionary[RedisClient, Script] = weakref.WeakKeyDictionary()
 
 
-def _submit_script(client: redis.Redis) -> Script:
+def _submit_script(client: RedisClient) -> Script:
     """``fanout_submit.lua`` registered on ``client`` (EVALSHA; reloaded after NOSCRIPT)."""
     script = _scripts.get(client)
     if script is None:

@@ -53,6 +53,7 @@ from taskscale.keys import (
 )
 from taskscale.luascripts import script_source
 from taskscale.options import MAX_SECONDS, TaskOptions
+from taskscale.redis_urls import RedisClient
 from taskscale.rpc import RemoteError
 
 #: Default bound of all collected results of one fan-out, in bytes of JSON.
@@ -117,10 +118,10 @@ class StreamSettings:
 
 
 _SCRIPTS = ("fanout_open", "fanout_add", "fanout_close")
-_registered: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
+_registered: weakref.WeakKeyDictionary[RedisClient, dict[str, Script]] = weakref.WeakKeyDictionary()
 
 
-def _script(client: redis.Redis, name: str) -> Script:
+def _script(client: RedisClient, name: str) -> Script:
     found = _registered.get(client)
     if found is None:
         found = _registered[client] = {
@@ -144,7 +145,7 @@ class FanoutStream(FanoutHandle):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         fanout_id: str,
         *,
         keys: Keys,

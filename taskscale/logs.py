@@ -36,11 +36,14 @@ _task: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
 )
 # scheme://user:password@ -> scheme://user:***@ (any scheme, user may be empty)
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@", re.IGNORECASE)
+# ?password=..., &sentinel_password=..., &ssl_password=... in a URL's query
+_QUERY_PASSWORD = re.compile(r"([?&][a-z_]*password=)[^&\s'\"]+", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ``***``."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
+    """``text`` with the password of every URL in it replaced by ``***``
+    (the user-info part and any ``*password=`` query parameter)."""
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
 
 
 def _choice(name: str, allowed: tuple[str, ...]) -> Any:

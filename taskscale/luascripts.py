@@ -17,8 +17,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import redis
 from redis.commands.core import Script
+
+from taskscale.redis_urls import RedisClient
 
 SCRIPT_NAMES = (
     "enqueue",
@@ -74,7 +75,7 @@ class Scripts:
 _registered: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
 
 
-def scripts_for(client: redis.Redis) -> Scripts:
+def scripts_for(client: RedisClient) -> Scripts:
     """The scripts bound to ``client``, registered on first use."""
     found = _registered.get(client)
     if found is None:

@@ -30,13 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from taskscale import envelope
 from taskscale.connection import (
     TRANSIENT_ERRORS,
     ConnectionSettings,
     RedisUnavailable,
+    client_for,
     connect,
     describe_error,
     retrying,
@@ -50,6 +49,7 @@ from taskscale.keys import (
 )
 from taskscale.luascripts import scripts_for
 from taskscale.options import TaskOptions
+from taskscale.redis_urls import RedisClient
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
 BATCH_CHUNK = 500
@@ -80,12 +80,12 @@ class Producer:
 
     def __init__(
         self,
-        client: redis.Redis | str | None = None,
+        client: RedisClient | str | None = None,
         *,
         keys: Keys | None = None,
         settings: ProducerSettings | None = None,
     ) -> None:
-        self.redis = client if isinstance(client, redis.Redis) else connect(client)
+        self.redis = client_for(client)
         self.keys = keys or Keys.from_env()
         self.settings = settings or ProducerSettings()
 

@@ -27,12 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import redis
-
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
 from taskscale.options import TaskOptions
 from taskscale.producer import Producer, ProducerSettings
+from taskscale.redis_urls import RedisClient, connection_kwargs
 
 T = TypeVar("T")
 
@@ -118,14 +117,14 @@ class Reply:
 class RpcHandle:
     """A pending RPC result. ``get`` consumes the reply: one reader per task."""
 
-    def __init__(self, client: redis.Redis, task_id: str, *, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, task_id: str, *, keys: Keys) -> None:
         self.redis = client
         self.id = task_id
         self.keys = keys
         self._reply: Reply | None = None
 
     @classmethod
-    def attach(cls, client: redis.Redis, task_id: str, *, keys: Keys | None = None) -> RpcHandle:
+    def attach(cls, client: RedisClient, task_id: str, *, keys: Keys | None = None) -> RpcHandle:
         """A handle on an RPC enqueued elsewhere (e.g. by another process)."""
         return cls(client, check_name("task id", task_id), keys=keys or Keys.from_env())
 
@@ -221,7 +220,7 @@ def block_in_slices(
     timeout: float | None,
     attempt: Callable[[float], T | None],
     *,
-    client: redis.Redis | None = None,
+    client: RedisClient | None = None,
 ) -> T | None:
     """Call ``attempt(seconds)`` (a blocking Redis read) until it returns a
     value or ``timeout`` s have passed (``None``: forever), in slices of at
@@ -248,10 +247,10 @@ def block_in_slices(
             return value
 
 
-def _longest_block(client: redis.Redis | None) -> float:
+def _longest_block(client: RedisClient | None) -> float:
     if client is None:
         return MAX_BLOCK_S
-    socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+    socket_timeout = connection_kwargs(client).get("socket_timeout")
     if isinstance(socket_timeout, int | float) and socket_timeout > 0:
         return max(_MIN_BLOCK_S, min(MAX_BLOCK_S, socket_timeout / 2))
     return MAX_BLOCK_S

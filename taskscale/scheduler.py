@@ -35,6 +35,7 @@ import redis
 from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
+from taskscale.redis_urls import RedisClient, node_client
 
 log = logging.getLogger("taskscale.scheduler")
 
@@ -66,8 +67,8 @@ class PromoteResult:
 class _Alarm:
     """Cuts a BLPOP short at a deadline with CLIENT UNBLOCK from a second connection."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self._client = client
+    def __init__(self, client: RedisClient) -> None:
+        self.client = client  #: on the blocked connection's server; replaced after a failover
         self._cond = threading.Condition()
         self._deadline: float | None = None
         self._target: int | None = None
@@ -101,7 +102,7 @@ class _Alarm:
                     continue
                 self._deadline = None
                 with contextlib.suppress(redis.RedisError):  # else BLPOP ends a bit late
-                    self._client.client_unblock(self._target or 0)
+                    self.client.client_unblock(self._target or 0)
 
 
 class Scheduler:
@@ -109,7 +110,7 @@ class Scheduler:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         *,
         keys: Keys | None = None,
         settings: SchedulerSettings | None = None,
@@ -119,13 +120,9 @@ class Scheduler:
         self.settings = settings or SchedulerSettings()
         self._scripts = scripts_for(client)
         self._stop = threading.Event()
-        pool = client.connection_pool
-        self._blocker = redis.Redis(  # its own connection, so the alarm can unblock it
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            ),
-            single_connection_client=True,
-        )
+        # the BLPOP's own connection, to the server of the wake list (a cluster
+        # node), so the alarm can unblock it from a second one to that server
+        self._blocker: redis.Redis | None = None
         self._alarm: _Alarm | None = None
         self._blocking_id: int | None = None
         self.id = check_name(
@@ -178,7 +175,7 @@ class Scheduler:
         )
 
     def run(self) -> int:
-        alarm = self._alarm = _Alarm(self.redis)
+        alarm = self._alarm = _Alarm(self.redis)  # its client is set with the blocker's
         next_reap = next_beat = 0.0
         try:
             while not self._stop.is_set():
@@ -204,7 +201,7 @@ class Scheduler:
                 raise
         finally:
             alarm.close()
-            self._blocker.close()
+            self._drop_blocker(alarm)
             with contextlib.suppress(redis.RedisError):
                 self.beat(stopping=True)
         return 0
@@ -222,16 +219,29 @@ class Scheduler:
             self._stop.wait(seconds)
             return
         try:
+            blocker = self._blocker
+            if blocker is None:
+                blocker = self._blocker = node_client(self.redis, self.keys.scheduler_wake)
+                alarm.client = node_client(self.redis, self.keys.scheduler_wake)
             # asked every time: a silent reconnect would change it
-            self._blocking_id = int(self._blocker.client_id())
+            self._blocking_id = int(blocker.client_id())
             if self._stop.is_set():  # stop() came before the id was known
                 return
             alarm.arm(time.monotonic() + seconds, self._blocking_id)
             try:
                 # Redis rounds this up to its next tick; the alarm ends it on time.
-                self._blocker.blpop([self.keys.scheduler_wake], timeout=seconds + 0.5)
+                blocker.blpop([self.keys.scheduler_wake], timeout=seconds + 0.5)
             finally:
                 alarm.disarm()
         except TRANSIENT_ERRORS as exc:
             log.warning("scheduler: Redis unavailable (%s)", exc)
+            self._drop_blocker(alarm)  # the wake list's server may have changed
             self._stop.wait(min(seconds, 0.5))
+
+    def _drop_blocker(self, alarm: _Alarm) -> None:
+        blocker, self._blocker = self._blocker, None
+        for client in (blocker, alarm.client):
+            if client is not None and client is not self.redis:
+                with contextlib.suppress(redis.RedisError):
+                    client.close()
+        alarm.client = self.redis

@@ -1,6 +1,6 @@
 """What ``taskscale status`` shows: per-type queue state and live workers.
 
-:func:`collect` reads everything in one pipelined round trip and returns a
+:func:`collect` reads everything in a few pipelined round trips and returns a
 plain dict (the ``--json`` output, also handy in tests and the demo);
 :func:`render` turns it into the two tables a person reads.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis
-
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.redis_urls import RedisClient
+
+_CLOCK = "return redis.call('TIME')"
 
 #: A delayed task due longer ago than this counts as overdue in the status.
 OVERDUE_GRACE_MS = 2000
@@ -26,15 +27,22 @@ def _int(value: Any) -> int:
     return int(value) if value is not None else 0
 
 
-def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
-    """``{"types": {T: {...}}, "workers": [...], "now": unix s}`` (see docs/schema.md)."""
+def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
+    """``{"types": {T: {...}}, "workers": [...], "now": unix s}`` (see docs/schema.md).
+
+    Three round trips: names and counters, the server's clock, and the
+    per-type and per-worker reads (pipelines; on a cluster they all go to
+    the namespace's one node, its keys sharing one hash tag)."""
     pipe = client.pipeline(transaction=False)
     pipe.smembers(keys.types)
     pipe.hgetall(keys.active)
     pipe.hgetall(keys.idle_since)
     pipe.zrange(keys.workers, 0, -1, withscores=True)
-    pipe.time()
-    members, active, idle, workers, now = pipe.execute()
+    members, active, idle, workers = pipe.execute()
+    # TIME of the server holding the namespace: a cluster pipeline takes neither
+    # TIME (it would go to any node) nor EVAL, so it is a script call of its own,
+    # routed by one of the namespace's keys
+    now = client.eval(_CLOCK, 1, keys.types)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     names = sorted({_text(t) for t in (*members, *active, *idle)})
     pipe = client.pipeline(transaction=False)

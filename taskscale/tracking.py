@@ -44,6 +44,7 @@ import redis
 
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -78,7 +79,7 @@ class Tracker:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys: Keys | None = None,
         *,
         process_id: str | None = None,

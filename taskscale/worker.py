@@ -49,6 +49,7 @@ from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
+from taskscale.redis_urls import RedisClient
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
 from taskscale.worker_settings import WorkerSettings, default_worker_id
@@ -66,7 +67,7 @@ class Worker:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         settings: WorkerSettings,
         *,
         keys: Keys | None = None,
@@ -413,7 +414,7 @@ def _text(value: bytes | str) -> str:
 
 
 def run_worker(
-    client: redis.Redis,
+    client: RedisClient,
     settings: WorkerSettings,
     *,
     keys: Keys | None = None,

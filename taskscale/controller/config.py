@@ -16,6 +16,7 @@ from typing import Any
 
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
+from taskscale.redis_urls import check_url
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_S",
@@ -121,8 +122,12 @@ def _redis(spec: Mapping[str, Any]) -> RedisRef:
         raise InvalidSpec("set exactly one of redis.url and redis.urlSecretRef")
     key_namespace = check_name("redis.namespace", str(redis.get("namespace") or DEFAULT_NAMESPACE))
     if url is not None:
-        if not isinstance(url, str) or "://" not in url:
-            raise InvalidSpec(f"redis.url {url!r} is not a redis:// URL")
+        if not isinstance(url, str):
+            raise InvalidSpec(f"redis.url {url!r} is not a URL")
+        try:
+            check_url(url)
+        except ValueError as exc:
+            raise InvalidSpec(f"redis.url: {exc}") from None
         return RedisRef(url=url, key_namespace=key_namespace)
     if not isinstance(secret, Mapping) or not secret.get("name") or not secret.get("key"):
         raise InvalidSpec("redis.urlSecretRef needs name and key")

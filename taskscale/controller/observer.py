@@ -33,6 +33,7 @@ from redis.client import PubSub
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class Observer:
     replicas then (fail-static), it never reads missing data as "idle".
     """
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._client = client
         self._keys = keys
         self._script = client.register_script(script_source("observe"))
@@ -251,7 +252,7 @@ class DemandListener:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys: Keys,
         on_demand: Callable[[str], None],
         *,

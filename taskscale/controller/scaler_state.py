@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import redis
-
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.observer import DemandListener, Observer
 from taskscale.controller.policy import History
 from taskscale.controller.types import Actuator
 from taskscale.keys import Keys
+from taskscale.redis_urls import RedisClient, build_client
 
 #: (redis url, key namespace): the scalers that share it form a group.
 GroupKey = tuple[str, str]
@@ -39,7 +38,7 @@ class ScalerState:
 
 @dataclass
 class ScalerGroup:
-    client: redis.Redis
+    client: RedisClient
     observer: Observer
     listener: DemandListener | None = None
     members: set[str] = field(default_factory=set)
@@ -55,7 +54,7 @@ def open_group(
     """A Redis client and observer for ``group_key``; with ``on_demand``, a
     started demand listener that calls it with each task type gone non-empty."""
     url, key_namespace = group_key
-    client = redis.Redis.from_url(
+    client = build_client(  # a cluster reads its slot map here
         url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
     )
     keys = Keys(key_namespace)
