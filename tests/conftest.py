@@ -1,4 +1,12 @@
-"""Shared fixtures: a real redis-server per test session, flushed per test."""
+"""Shared fixtures: a real redis-server per test session, flushed per test.
+
+Tests that take ``redis_url`` (or ``r``) run on one plain server; a test
+module may parametrize the ``backend`` fixture (indirectly) with
+``"cluster"`` to run the same test on a real Redis Cluster as well
+(tests/runtime/conftest.py does, for the runtime's core tests).  The
+cluster, the Sentinel setup and the TLS server (tests/topologies.py) are
+started once per session, when a test first asks for them.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,9 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from redis_server import RedisServer
+from topologies import ClusterServers, SentinelServers, TlsServer
+
+from taskscale.connection import connect
 
 if (Path(__file__).parent / "kube_fixture.py").exists():
     from kube_fixture import *  # noqa: F403  (the kube_cluster fixture)
@@ -35,20 +46,50 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ClusterServers]:
+    """3 masters + 3 replicas on loopback (redis-cli --cluster create)."""
+    with ClusterServers() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[SentinelServers]:
+    """1 master, 1 replica, 3 sentinels on loopback."""
+    with SentinelServers() as servers:
+        yield servers
+
+
+@pytest.fixture(scope="session")
+def tls_redis() -> Iterator[TlsServer]:
+    """A TLS-only redis-server; ``url`` names its CA (ssl_ca_certs)."""
+    with TlsServer() as server:
+        yield server
+
+
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
-    """URL of the session's redis-server, flushed before each test."""
-    client = redis.Redis.from_url(redis_server.url)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which Redis ``redis_url`` points at: "single" unless parametrized."""
+    return str(getattr(request, "param", "single"))
+
+
+@pytest.fixture
+def redis_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """URL of the session's redis-server (or cluster), flushed before each test."""
+    fixture = {"single": "redis_server", "cluster": "redis_cluster"}[backend]
+    url: str = request.getfixturevalue(fixture).url
+    client = connect(url)
     client.flushall()
     client.close()
-    yield redis_server.url
+    yield url
 
 
 @pytest.fixture
-def r(redis_url: str) -> Iterator[redis.Redis]:
-    """A client on a freshly flushed Redis (decode_responses=False)."""
-    client = redis.Redis.from_url(redis_url)
-    yield client
+def r(redis_url: str, backend: str) -> Iterator[redis.Redis]:
+    """A client on a freshly flushed Redis (decode_responses=False); a
+    RedisCluster when the backend is the cluster."""
+    client = redis.Redis.from_url(redis_url) if backend == "single" else connect(redis_url)
+    yield client  # type: ignore[misc]
     client.close()
 
 

@@ -9,6 +9,18 @@ import taskscale.examples  # noqa: F401  (registers noop, sleep, echo, fail)
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 
+#: The runtime's core tests, run on one server and on a real Redis Cluster.
+ON_CLUSTER_TOO = {"test_scripts", "test_crash", "test_scheduler"}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__ in ON_CLUSTER_TOO and "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "backend",
+            ["single", pytest.param("cluster", marks=pytest.mark.topology)],
+            indirect=True,
+        )
+
 
 @pytest.fixture
 def keys() -> Keys:

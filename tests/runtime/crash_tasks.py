@@ -10,6 +10,7 @@ import time
 
 import redis
 
+from taskscale.connection import connect
 from taskscale.tasks import task
 
 STARTED = "crashtest:started"
@@ -20,7 +21,7 @@ _local = threading.local()
 
 def _client() -> redis.Redis:
     if not hasattr(_local, "client"):
-        _local.client = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"])
+        _local.client = connect(os.environ["TASKSCALE_REDIS_URL"])
     client: redis.Redis = _local.client
     return client
 

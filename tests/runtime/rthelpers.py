@@ -11,8 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis
-
+from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.tasks import TaskRegistry
 from taskscale.worker import RetryPolicy, Worker, WorkerSettings
@@ -34,7 +33,7 @@ def running_worker(
     settings.setdefault("retry", RetryPolicy(base_s=0.05, jitter=0.0))
     settings.setdefault("idle_wait_s", 0.5)
     worker = Worker(
-        redis.Redis.from_url(url),
+        connect(url),
         WorkerSettings(types=types, threads=threads, **settings),
         keys=Keys("taskscale"),
         registry=registry,

@@ -20,6 +20,7 @@ from crash_tasks import FINISHED, STARTED
 from rthelpers import taskscale_process
 from waiting import wait_until
 
+from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 
@@ -78,7 +79,7 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
     sampling = threading.Event()
 
     def sample_active() -> None:
-        sampler = redis.Redis.from_url(redis_url)
+        sampler = connect(redis_url)
         deadline = time.monotonic() + 120
         while not sampling.is_set() and time.monotonic() < deadline:
             value = int(sampler.hget(keys.active, "crashsleep") or 0)

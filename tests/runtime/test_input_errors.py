@@ -86,8 +86,9 @@ def test_bad_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, text = cli(capsys, "status", "--redis-url", "foo://x")
     assert code == 2
     assert text.strip().splitlines() == [
-        "taskscale status: invalid Redis URL 'foo://x': Redis URL must specify one of the "
-        "following schemes (redis://, rediss://, unix://)"
+        "taskscale status: invalid Redis URL 'foo://x': the scheme must be one of redis://, "
+        "rediss://, unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
+        "rediss+cluster://"
     ]
 
 

@@ -13,6 +13,7 @@ import pytest
 import redis
 from waiting import wait_until
 
+from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
@@ -20,12 +21,14 @@ from taskscale.scheduler import Scheduler, SchedulerSettings
 
 pytestmark = pytest.mark.integration
 
+LIST_AND_CLOCK = "return {redis.call('TIME'), redis.call('LRANGE', KEYS[1], 0, -1)}"
+
 
 @contextmanager
 def schedulers(url: str, n: int, **settings: Any) -> Iterator[list[Scheduler]]:
     running = [
         Scheduler(
-            redis.Redis.from_url(url),
+            connect(url),
             keys=Keys("taskscale"),
             settings=SchedulerSettings(**settings),
         )
@@ -80,13 +83,11 @@ def test_three_schedulers_promote_every_task_exactly_once_never_early(
     def watch() -> None:
         """Look at the ready list and the Redis clock atomically, again and again:
         a task in the list before its due time is an early promotion."""
-        watcher = redis.Redis.from_url(redis_url)
+        watcher = connect(redis_url)
         deadline = time.monotonic() + 60
         while not done.is_set() and time.monotonic() < deadline:
-            pipe = watcher.pipeline(transaction=True)
-            pipe.lrange(keys.queue("a"), 0, -1)
-            pipe.time()
-            ready, (sec, usec) = pipe.execute()
+            # one script: atomic on one server and on the list's cluster node
+            (sec, usec), ready = watcher.eval(LIST_AND_CLOCK, 1, keys.queue("a"))
             now_ms = int(sec) * 1000 + int(usec) // 1000
             for raw in ready:
                 t = json.loads(raw)
