@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from taskscale.keys import (
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.producer import MAX_DELAY_S
 from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
 
 if TYPE_CHECKING:
     from taskscale.worker import Worker
@@ -60,7 +62,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namespace",
         default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
-        help=f"key namespace (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
+        help=f"key namespace, or several (a,b,c) to spread types over shards: "
+        f"docs/redis.md (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
     )
     add_logging_arguments(parser)
 
@@ -202,10 +205,28 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 
 def _client(args: argparse.Namespace) -> tuple[RedisClient, Keys]:
-    keys = Keys(args.namespace)
+    """A checked client and the namespace of the command: with several
+    namespaces (shards), the one of its task type (``args.type``)."""
+    shards = ShardMap.parse(args.namespace)
+    task_type = getattr(args, "type", None)
+    if not shards.sharded:
+        keys = Keys(shards.namespaces[0])
+    elif isinstance(task_type, str):
+        keys = shards.keys_for(task_type)
+    else:
+        raise UsageError(
+            f"--namespace lists {len(shards.namespaces)} namespaces; "
+            f"{args.command} works on one: name it"
+        )
+    client, _ = _sharded_client(args)
+    return client, keys
+
+
+def _sharded_client(args: argparse.Namespace) -> tuple[RedisClient, ShardMap]:
+    shards = ShardMap.parse(args.namespace)
     client = connect(args.redis_url)
     check(client)
-    return client, keys
+    return client, shards
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -245,7 +266,8 @@ def _worker(args: argparse.Namespace) -> int:
             "no function registered for %s (use --import): such tasks will be dead-lettered",
             ",".join(missing),
         )
-    client, keys = _client(args)
+    keys = ShardMap.parse(args.namespace).only_namespace(settings.types)
+    client, _ = _sharded_client(args)
 
     def replay(worker: Worker) -> None:
         for _ in early:
@@ -259,18 +281,27 @@ def _scheduler(args: argparse.Namespace) -> int:
 
     from taskscale.scheduler import Scheduler, SchedulerSettings
 
-    client, keys = _client(args)
-    scheduler = Scheduler(
-        client,
-        keys=keys,
-        settings=SchedulerSettings(
-            promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
-        ),
+    client, shards = _sharded_client(args)
+    settings = SchedulerSettings(
+        promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
     )
+    # one scheduler per namespace (shard), all in this process
+    schedulers = [Scheduler(client, keys=Keys(ns), settings=settings) for ns in shards.namespaces]
+
+    def stop(*_: object) -> None:
+        for scheduler in schedulers:
+            scheduler.stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: scheduler.stop())
-    log.info("scheduler started (namespace %s)", keys.namespace)
-    return scheduler.run()
+        signal.signal(signum, stop)
+    log.info("scheduler started (namespace %s)", ",".join(shards.namespaces))
+    threads = [threading.Thread(target=s.run, daemon=True) for s in schedulers[1:]]
+    for thread in threads:
+        thread.start()
+    code = schedulers[0].run()
+    for thread in threads:
+        thread.join()
+    return code
 
 
 def _json_arg(text: str, kind: type, flag: str) -> Any:
@@ -300,7 +331,9 @@ def _enqueue(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout: {exc}") from None
     client, keys = _client(args)
     producer = Producer(
-        client, keys=keys, settings=ProducerSettings(max_payload_bytes=args.max_bytes)
+        client,
+        keys=keys,
+        settings=ProducerSettings(max_payload_bytes=args.max_bytes),
     )
     ids = producer.enqueue_many(
         args.type,
@@ -316,10 +349,10 @@ def _enqueue(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from taskscale.status import collect, render
+    from taskscale.status import collect_namespaces, render
 
-    client, keys = _client(args)
-    status = collect(client, keys)
+    client, shards = _sharded_client(args)
+    status = collect_namespaces(client, shards.namespaces)
     if args.json:
         for t in status["types"].values():
             t.pop("stats", None)

@@ -8,6 +8,7 @@ plain dict (the ``--json`` output, also handy in tests and the demo);
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from taskscale.keys import PRIORITY_LEVELS, Keys
@@ -88,6 +89,44 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     }
     status["warnings"] = warnings(status, now_ms)
     return status
+
+
+#: Per-type numbers that add up across namespaces (a type normally lives in one).
+_SUMMED = ("queued", "delayed", "active", "completed", "failed", "dead", "overdue")
+
+
+def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[str, Any]:
+    """:func:`collect` for each namespace of a sharded deployment, merged: the
+    types of all of them (numbers summed should a type appear in several),
+    every worker and scheduler with a ``namespace`` field, every warning
+    prefixed with its namespace.  ``"namespaces"`` lists what was read."""
+    if len(namespaces) == 1:
+        return collect(client, Keys(namespaces[0]))
+    merged: dict[str, Any] = {
+        "namespaces": list(namespaces),
+        "types": {},
+        "workers": [],
+        "schedulers": [],
+        "warnings": [],
+    }
+    for ns in namespaces:
+        one = collect(client, Keys(ns))
+        merged["now"] = max(merged.get("now", 0.0), one["now"])
+        for name, t in one["types"].items():
+            have = merged["types"].get(name)
+            if have is None:
+                merged["types"][name] = t
+                continue
+            for field in _SUMMED:
+                have[field] += t[field]
+            have["idle_since"] = max(
+                (x for x in (have["idle_since"], t["idle_since"]) if x is not None), default=None
+            )
+        merged["workers"] += [{**w, "namespace": ns} for w in one["workers"]]
+        merged["schedulers"] += [f"{ns}/{s}" for s in one["schedulers"]]
+        merged["warnings"] += [f"{ns}: {w}" for w in one["warnings"]]
+    merged["types"] = dict(sorted(merged["types"].items()))
+    return merged
 
 
 def warnings(status: dict[str, Any], now_ms: int) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 from taskscale.redis_urls import check_url
+from taskscale.shards import ShardMap
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_S",
@@ -43,7 +44,8 @@ class RedisRef:
     url: str | None = None
     secret_name: str | None = None
     secret_key: str | None = None
-    #: The Redis key namespace (keys start with ``{namespace}:``).
+    #: The Redis key namespace (keys start with ``{namespace}:``), or several
+    #: comma-separated ones the types are spread over (taskscale.shards).
     key_namespace: str = DEFAULT_NAMESPACE
 
 
@@ -120,7 +122,9 @@ def _redis(spec: Mapping[str, Any]) -> RedisRef:
     secret = redis.get("urlSecretRef")
     if (url is None) == (secret is None):
         raise InvalidSpec("set exactly one of redis.url and redis.urlSecretRef")
-    key_namespace = check_name("redis.namespace", str(redis.get("namespace") or DEFAULT_NAMESPACE))
+    # one namespace, or several (a,b,c) the scaler's types are spread over
+    shards = ShardMap.parse(str(redis.get("namespace") or DEFAULT_NAMESPACE))
+    key_namespace = ",".join(shards.namespaces)
     if url is not None:
         if not isinstance(url, str):
             raise InvalidSpec(f"redis.url {url!r} is not a URL")

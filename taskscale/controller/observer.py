@@ -253,7 +253,7 @@ class DemandListener:
     def __init__(
         self,
         client: RedisClient,
-        keys: Keys,
+        keys: Keys | Sequence[Keys],
         on_demand: Callable[[str], None],
         *,
         settings: ListenerSettings | None = None,
@@ -261,7 +261,8 @@ class DemandListener:
     ) -> None:
         self._client = client
         self._on_error = on_error
-        self._channel = keys.demand_channel
+        # every namespace's channel (several when types are spread over shards)
+        self._channels = [k.demand_channel for k in ([keys] if isinstance(keys, Keys) else keys)]
         self._on_demand = on_demand
         self._settings = settings or ListenerSettings()
         self._stop = threading.Event()
@@ -308,14 +309,15 @@ class DemandListener:
         # redis-py leaves pubsub() unannotated; it returns a redis.client.PubSub.
         pubsub: PubSub = self._client.pubsub()  # type: ignore[no-untyped-call]
         try:
-            pubsub.subscribe(self._channel)
+            pubsub.subscribe(*self._channels)
             while not self._stop.is_set():
                 message = pubsub.get_message(timeout=self._settings.poll_s)
                 if message is None:
                     continue
                 if message["type"] == "subscribe":
                     self._had_subscription = True
-                    self._subscribed.set()
+                    if int(message["data"]) == len(self._channels):  # all confirmed
+                        self._subscribed.set()
                 elif message["type"] == "message":
                     self._dispatch(_text(message["data"]))
         finally:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskscale.controller.config import ScalerConfig
-from taskscale.controller.observer import DemandListener, Observer
+from taskscale.controller.observer import DemandListener
 from taskscale.controller.policy import History
+from taskscale.controller.sharded import AnyObserver, namespace_keys, observer_for
 from taskscale.controller.types import Actuator
-from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient, build_client
 
 #: (redis url, key namespace): the scalers that share it form a group.
@@ -39,7 +39,7 @@ class ScalerState:
 @dataclass
 class ScalerGroup:
     client: RedisClient
-    observer: Observer
+    observer: AnyObserver
     listener: DemandListener | None = None
     members: set[str] = field(default_factory=set)
 
@@ -57,8 +57,8 @@ def open_group(
     client = build_client(  # a cluster reads its slot map here
         url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
     )
-    keys = Keys(key_namespace)
-    group = ScalerGroup(client=client, observer=Observer(client, keys))
+    keys = namespace_keys(key_namespace)  # several when types are spread over shards
+    group = ScalerGroup(client=client, observer=observer_for(client, key_namespace))
     if on_demand is not None:
         group.listener = DemandListener(client, keys, on_demand, on_error=on_listener_error)
         group.listener.start()
