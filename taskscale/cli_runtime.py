@@ -179,6 +179,12 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--count", type=count, default=1, help="enqueue this many copies")
     p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
+    p.add_argument(
+        "--wait-replicas",
+        type=int,
+        default=0,
+        help="WAIT until this many replicas have the task (0 = don't; docs/redis.md)",
+    )
     p.set_defaults(func=_guarded(_enqueue))
 
     p = subparsers.add_parser("status", help="queues, delayed, active and workers per type")
@@ -323,6 +329,8 @@ def _enqueue(args: argparse.Namespace) -> int:
     # typo is reported as such even when the server is down.
     check_name("task type", args.type)
     parse_priority(args.priority)
+    if args.wait_replicas < 0:
+        raise UsageError(f"--wait-replicas must be >= 0, not {args.wait_replicas}")
     if args.max_retries is not None and args.max_retries < 0:
         raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
     try:
@@ -333,7 +341,9 @@ def _enqueue(args: argparse.Namespace) -> int:
     producer = Producer(
         client,
         keys=keys,
-        settings=ProducerSettings(max_payload_bytes=args.max_bytes),
+        settings=ProducerSettings(
+            max_payload_bytes=args.max_bytes, wait_replicas=args.wait_replicas
+        ),
     )
     ids = producer.enqueue_many(
         args.type,

@@ -50,6 +50,7 @@ from taskscale.keys import (
 from taskscale.luascripts import scripts_for
 from taskscale.options import TaskOptions
 from taskscale.redis_urls import RedisClient
+from taskscale.replication import call_and_wait
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
 BATCH_CHUNK = 500
@@ -65,6 +66,11 @@ class ProducerSettings:
     #: :class:`~taskscale.connection.RedisUnavailable`. Short by default so a
     #: web request that enqueues fails fast; raise it to ride out a failover.
     retry_for_s: float = 5.0
+    #: After each enqueue, WAIT until this many replicas have it (0 = don't):
+    #: a failover then cannot lose an acknowledged task (taskscale.replication).
+    wait_replicas: int = 0
+    #: Longest WAIT; fewer confirmations raise NotReplicated.
+    wait_timeout_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,17 @@ class Producer:
         args += [self.settings.max_payload_bytes, *docs]
 
         def push() -> list[Any]:
+            if self.settings.wait_replicas:
+                return list(
+                    call_and_wait(
+                        self.redis,
+                        script,
+                        [self.keys.types],
+                        args,
+                        replicas=self.settings.wait_replicas,
+                        timeout_s=self.settings.wait_timeout_s,
+                    )
+                )
             return list(script(keys=[self.keys.types], args=args, client=self.redis))
 
         try:
