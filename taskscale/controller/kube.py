@@ -31,9 +31,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import redis
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from taskscale.connection import describe_error
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
 from taskscale.controller.kube_client import (
     DELETION_COST,
@@ -396,7 +398,11 @@ class KubeController:
             self.metrics,
             self.settings.api_retry,
         )
-        self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
+        try:
+            self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
+        except redis.RedisError as exc:  # a redis+cluster:// URL reads the slot map at once
+            self.reconciler.remove(key)  # tried again at the next re-list
+            self.reporter.report_invalid(obj, EventReason.REDIS_UNREACHABLE, describe_error(exc))
 
     def handle_delete(self, key: str) -> None:
         self.reconciler.remove(key)
