@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from taskscale.connection import connect
+import redis
+
 from taskscale.keys import Keys
 from taskscale.tasks import TaskRegistry
 from taskscale.worker import RetryPolicy, Worker, WorkerSettings
@@ -33,7 +34,7 @@ def running_worker(
     settings.setdefault("retry", RetryPolicy(base_s=0.05, jitter=0.0))
     settings.setdefault("idle_wait_s", 0.5)
     worker = Worker(
-        connect(url),
+        redis.Redis.from_url(url),
         WorkerSettings(types=types, threads=threads, **settings),
         keys=Keys("taskscale"),
         registry=registry,

@@ -92,3 +92,21 @@ def test_observer_status_and_demand_listener_on_a_cluster(redis_cluster: object)
         check=True,
     )
     assert json.loads(out.stdout)["types"]["echo"]["queued"] == 1
+
+
+def test_one_demand_listener_hears_every_namespace_of_a_sharded_deployment(
+    redis_cluster: object,
+) -> None:
+    client = connect(redis_cluster.url)  # type: ignore[attr-defined]
+    spread = [Keys("listen-a"), Keys("listen-b"), Keys("listen-c")]
+    heard: list[str] = []
+    listener = DemandListener(client, spread, heard.append)  # type: ignore[arg-type]
+    listener.start()
+    try:
+        assert listener.wait_subscribed(10)  # only once all three are confirmed
+        for keys, task_type in zip(spread, ("ta", "tb", "tc"), strict=True):
+            client.delete(*keys.queues(task_type))
+            Producer(client, keys=keys).enqueue(task_type)
+        wait_until(lambda: sorted(heard) == ["ta", "tb", "tc"], timeout=10)
+    finally:
+        listener.stop()
