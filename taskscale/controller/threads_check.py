@@ -39,9 +39,23 @@ class ThreadsCheck:
     pods_by_threads: dict[int, tuple[str, ...]]
 
 
+#: Kubernetes cuts a generateName to this length before adding 5 random characters.
+_MAX_GENERATE_NAME = 58
+
+
 def pod_of_deployment(pod: str, deployment: str) -> bool:
-    """Whether ``pod`` is named like a pod of Deployment ``deployment``."""
-    return re.fullmatch(re.escape(deployment) + r"-[a-z0-9]{1,10}-[a-z0-9]{5}", pod) is not None
+    """Whether ``pod`` is named like a pod of Deployment ``deployment``: its
+    generateName ``<deployment>-<pod-template-hash>-`` (cut to 58 characters
+    for long names) and 5 random characters."""
+    if len(pod) <= 5:
+        return False
+    base = pod[:-5]
+    whole = re.escape(deployment) + r"-[a-z0-9]{1,10}-"
+    if len(base) < _MAX_GENERATE_NAME:
+        return re.fullmatch(whole, base) is not None
+    if len(deployment) >= len(base):
+        return deployment.startswith(base)
+    return re.fullmatch(re.escape(deployment) + r"-[a-z0-9]{0,10}-?", base) is not None
 
 
 def check_threads(

@@ -39,6 +39,17 @@ def test_pods_of_a_deployment_are_told_from_pods_of_a_longer_named_one() -> None
     assert not pod_of_deployment("laptop", "email")
 
 
+def test_pods_of_a_long_named_deployment_are_recognised_despite_the_cut() -> None:
+    # The ReplicaSet is "<deployment>-<hash>"; its pods' generateName is cut to 58.
+    long = "notifications-email-transactional-worker-eu1-blue"  # 49 characters
+    cut = f"{long}-6d4f9c8b7-"[:58]
+    assert len(cut) == 58 and cut.endswith("-6d4f9c8b")
+    assert pod_of_deployment(cut + "x2x4z", long)
+    assert not pod_of_deployment(cut + "x2x4z", long[:-1] + "2")
+    longer = "n" * 60
+    assert pod_of_deployment("n" * 58 + "x2x4z", longer)
+
+
 def test_no_live_worker_of_the_deployment_gives_no_verdict() -> None:
     workers = [worker("batch-7d9f8-x2x4z", 8)]
     assert check_threads(deployment="email", tasks_per_replica=4, workers=workers) is None
