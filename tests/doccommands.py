@@ -79,7 +79,11 @@ def notes_commands(rendered: str) -> list[str]:
     """The command lines of a rendered NOTES.txt (indented lines that start
     with a command; a trailing ``# comment`` is kept for bash to drop)."""
     starts = ("kubectl ", "taskscale ", "curl ", "helm ")
-    return [line.strip() for line in rendered.splitlines() if line.strip().startswith(starts)]
+    return [
+        line.strip()
+        for line in rendered.splitlines()
+        if line[:1].isspace() and line.strip().startswith(starts)
+    ]
 
 
 def run_bash(
