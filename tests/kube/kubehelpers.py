@@ -59,6 +59,7 @@ def taskscaler(name: str, target: str, redis_url: str, **spec: Any) -> dict[str,
         "scaleTargetRef": {"name": target},
         "redis": {"url": redis_url},
         "taskTypes": [{"name": "email", "idleThresholdSeconds": 3}],
+        "tasksPerReplica": 1,  # one replica per task: the counts in the tests read directly
         "minReplicas": 0,
         "maxReplicas": 5,
         "scaleDownStabilizationSeconds": 0,

@@ -115,8 +115,10 @@ def test_tasks_per_replica_unlike_the_pods_threads_is_a_condition_and_a_warning_
         register_worker(r, keys, worker_id=f"w{i}", pod=pod, types="email", busy=0, threads=4)
     # A worker of another Deployment serving the same type says nothing about this one.
     register_worker(r, keys, worker_id="other", pod="batch-7f9c-abcde", types="email", busy=0)
-    scaler = taskscaler("emails", "email-worker", redis_url, minReplicas=2, maxReplicas=2)
-    create_scaler(api, ns, {**scaler, "spec": {**scaler["spec"], "tasksPerReplica": 1}})
+    scaler = taskscaler(
+        "emails", "email-worker", redis_url, minReplicas=2, maxReplicas=2, tasksPerReplica=1
+    )
+    create_scaler(api, ns, scaler)
 
     def mismatch() -> dict[str, Any] | None:
         c = condition(get_scaler(api, ns, "emails"), "ThreadsMatch")
