@@ -156,7 +156,9 @@ def test_min_zero_scaler_scales_up_on_demand_holds_while_active_and_returns_to_z
 
     wait_for(status_shows_zero, timeout=10, what="status shows 0 / 0")
     status = get_scaler(api, ns, "emails")["status"]
-    assert status["reasonCode"] == "Idle" and status["lastScaleTime"]
+    # A pass after the scale-down may already say "Steady" (0 -> 0); the Idle
+    # decision itself is the ScaledDown Event's sentence, checked below.
+    assert status["reasonCode"] in ("Idle", "Steady") and status["lastScaleTime"]
     assert status["observations"][0]["type"] == "email"
     messages = [
         str(e.message) for e in events(api, ns, "emails") if e.reason == EventReason.SCALED_DOWN
