@@ -14,7 +14,15 @@ worker answers.
 :func:`call` blocks for the answer; :func:`call_async` returns an
 :class:`RpcHandle` to fetch it later (from this or another process, by id).
 A remote exception is raised locally as :class:`RemoteError` carrying the
-remote type and message; no answer in time is :class:`TaskTimeout`.
+remote type and message; no answer in time is :class:`TaskTimeout`, whose
+message says what the task is waiting for (no live worker serves its type,
+still queued behind others, running, a delayed retry with no scheduler).
+
+The task of a timed-out call stays queued, as a Celery ``AsyncResult.get``
+timeout leaves its task: with an autoscaler the worker may be one
+scale-from-zero away. A caller that must not wait for a worker that does not
+exist yet sets ``CallOptions(require_worker=True)``: :class:`NoLiveWorker`
+is raised before anything is enqueued.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, ch
 from taskscale.options import TaskOptions
 from taskscale.producer import Producer, ProducerSettings
 from taskscale.redis_urls import RedisClient, connection_kwargs
+from taskscale.serving import explain_no_reply, live_workers_serving
 
 T = TypeVar("T")
 
@@ -54,12 +63,29 @@ class RemoteError(Exception):
 
 
 class TaskTimeout(TimeoutError):
-    """No reply arrived in time. The task may still run; its reply will expire."""
+    """No reply arrived in time. The task may still run; its reply will expire.
 
-    def __init__(self, task_id: str, timeout: float) -> None:
-        super().__init__(f"no reply from task {task_id} within {timeout:g} s")
+    ``cause`` says what the task was waiting for when the time ran out ("" when
+    Redis could not tell), e.g. that no live worker serves its type."""
+
+    def __init__(self, task_id: str, timeout: float, cause: str = "") -> None:
+        text = f"no reply from task {task_id} within {timeout:g} s"
+        super().__init__(f"{text}: {cause}" if cause else text)
         self.task_id = task_id
         self.timeout = timeout
+        self.cause = cause
+
+
+class NoLiveWorker(LookupError):
+    """``CallOptions(require_worker=True)`` and no live worker serves the type:
+    nothing was enqueued."""
+
+    def __init__(self, task_type: str) -> None:
+        super().__init__(
+            f"no live worker serves {task_type!r}; the call was not enqueued "
+            "(require_worker=True; leave it False to wait for a worker to start)"
+        )
+        self.task_type = task_type
 
 
 @dataclass(frozen=True)
@@ -77,6 +103,9 @@ class CallOptions:
     #: Other options of this task (timeout, backoff...); ``max_retries`` and
     #: ``reply_ttl_s`` above win over theirs.
     task_options: TaskOptions | None = None
+    #: Raise :class:`NoLiveWorker` instead of enqueueing when no live worker
+    #: serves the type (off by default: an autoscaled type may be at zero).
+    require_worker: bool = False
 
     def __post_init__(self) -> None:
         ttl = self.reply_ttl_s
@@ -117,16 +146,28 @@ class Reply:
 class RpcHandle:
     """A pending RPC result. ``get`` consumes the reply: one reader per task."""
 
-    def __init__(self, client: RedisClient, task_id: str, *, keys: Keys) -> None:
+    def __init__(
+        self, client: RedisClient, task_id: str, *, keys: Keys, task_type: str | None = None
+    ) -> None:
         self.redis = client
         self.id = task_id
         self.keys = keys
+        #: The task's type, when known: it narrows the search a timeout makes.
+        self.task_type = task_type
         self._reply: Reply | None = None
 
     @classmethod
-    def attach(cls, client: RedisClient, task_id: str, *, keys: Keys | None = None) -> RpcHandle:
+    def attach(
+        cls,
+        client: RedisClient,
+        task_id: str,
+        *,
+        keys: Keys | None = None,
+        task_type: str | None = None,
+    ) -> RpcHandle:
         """A handle on an RPC enqueued elsewhere (e.g. by another process)."""
-        return cls(client, check_name("task id", task_id), keys=keys or Keys.from_env())
+        task_id = check_name("task id", task_id)
+        return cls(client, task_id, keys=keys or Keys.from_env(), task_type=task_type)
 
     @property
     def reply_key(self) -> str:
@@ -140,12 +181,15 @@ class RpcHandle:
         """The task's result; blocks up to ``timeout`` s (None: forever, 0: don't block).
 
         Raises :class:`RemoteError` if the task failed, :class:`TaskTimeout`
-        if no reply came in time.
+        (saying what the task waits for) if no reply came in time.
         """
         if self._reply is None:
             raw = self._pop(timeout)
             if raw is None:
-                raise TaskTimeout(self.id, timeout or 0.0)
+                cause = explain_no_reply(
+                    self.redis, self.keys, task_id=self.id, task_type=self.task_type
+                )
+                raise TaskTimeout(self.id, timeout or 0.0, cause)
             self._reply = Reply.from_json(raw)
         return self._reply.unwrap()
 
@@ -175,6 +219,8 @@ def call_async(
     client = client_for(client)
     options = options or CallOptions()
     keys = keys or Keys.from_env()
+    if options.require_worker and not live_workers_serving(client, keys, task_type):
+        raise NoLiveWorker(task_type)
     task_id = uuid.uuid4().hex
     producer = Producer(
         client,
@@ -194,7 +240,7 @@ def call_async(
         options=options.task_options,
         **kwargs,
     )
-    return RpcHandle(client, task_id, keys=keys)
+    return RpcHandle(client, task_id, keys=keys, task_type=task_type)
 
 
 def call(
@@ -210,7 +256,10 @@ def call(
 
     ``timeout``, ``options`` and ``keys`` are this function's own; every
     other keyword argument goes to the task. Raises :class:`RemoteError` if
-    the task failed, :class:`TaskTimeout` if no reply arrived in ``timeout`` s.
+    the task failed, :class:`TaskTimeout` if no reply arrived in ``timeout`` s
+    (its message says why: e.g. no live worker serves the type), and
+    :class:`NoLiveWorker` without enqueueing if ``options.require_worker`` and
+    no live worker serves the type.
     """
     handle = call_async(client, task_type, *args, options=options, keys=keys, **kwargs)
     return handle.get(timeout)

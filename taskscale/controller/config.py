@@ -148,7 +148,7 @@ def _policy(spec: Mapping[str, Any]) -> ScalingPolicy:
         raise InvalidSpec("taskTypes needs at least one entry")
     return ScalingPolicy(
         types=tuple(_type_policy(t) for t in types),
-        tasks_per_replica=_integer(spec, "tasksPerReplica", 1),
+        tasks_per_replica=_integer(spec, "tasksPerReplica", 4),
         min_replicas=_integer(spec, "minReplicas", 0),
         max_replicas=_integer(spec, "maxReplicas", 10),
         scale_up_stabilization_s=_number(spec, "scaleUpStabilizationSeconds", 0.0),

@@ -29,6 +29,7 @@ from taskscale.controller.kube_client import (
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import PassOutcome, Problem
 from taskscale.controller.retries import RetrySettings
+from taskscale.controller.threads_check import check_threads
 from taskscale.controller.types import Observation, ReasonCode
 
 #: The logger of the controller's Kubernetes side (kube.py shares the name).
@@ -46,12 +47,18 @@ class EventReason:
     INVALID_SPEC = "InvalidSpec"
     SECRET_UNAVAILABLE = "RedisSecretUnavailable"
     RECOVERED = "Recovered"
+    #: tasksPerReplica differs from the threads the target's worker pods run.
+    THREADS_MISMATCH = "TasksPerReplicaMismatch"
+    #: ... and now they agree again.
+    THREADS_MATCH = "TasksPerReplicaMatches"
 
 
 class ConditionType:
     READY = "Ready"
     ACTIVE = "Active"
     REDIS_REACHABLE = "RedisReachable"
+    #: tasksPerReplica equals the threads per pod of the target's live workers.
+    THREADS_MATCH = "ThreadsMatch"
 
 
 # --- the reporter ----------------------------------------------------------------
@@ -128,6 +135,7 @@ class KubeReporter:
         status = dict(known.status)
         now = self._clock()
         status["observedGeneration"] = known.generation
+        status["reasonCode"], status["reason"] = reason, message[:1024]
         status["conditions"] = merge_conditions(
             known.status.get("conditions") or [],
             [_condition(ConditionType.READY, "False", reason, message)],
@@ -175,6 +183,7 @@ class KubeReporter:
             self._post_event(
                 config.namespace, config.name, known, "Normal", reason, decision.reason
             )
+        self._threads_events(config.namespace, config.name, known, status)
         previous = _ready_reason(known.status)
         if outcome.problem is not None:
             last = known.warned.get(outcome.problem)
@@ -198,6 +207,23 @@ class KubeReporter:
                 "Normal",
                 EventReason.RECOVERED,
                 f"reconciling again (was {previous})",
+            )
+
+    def _threads_events(
+        self, namespace: str, name: str, known: _Known, status: Mapping[str, Any]
+    ) -> None:
+        """A Warning when ThreadsMatch turns False, a Normal Event when it turns True again."""
+        before = _condition_of(known.status, ConditionType.THREADS_MATCH)
+        now = _condition_of(status, ConditionType.THREADS_MATCH)
+        if now is None or (before or {}).get("status") == now.get("status"):
+            return
+        if now.get("status") == "False":
+            self._post_event(
+                namespace, name, known, "Warning", EventReason.THREADS_MISMATCH, now["message"]
+            )
+        elif before is not None and before.get("status") == "False":
+            self._post_event(
+                namespace, name, known, "Normal", EventReason.THREADS_MATCH, now["message"]
             )
 
     def _post_event(
@@ -250,6 +276,13 @@ def build_status(
         status["desiredReplicas"] = decision.desired
         status["reason"] = decision.reason
         status["reasonCode"] = decision.reason_code
+    if outcome.problem is not None:
+        # The Reason and Message columns of `kubectl get tsc` read these two
+        # fields: a failing scaler says why it fails there, not its last decision.
+        status["reasonCode"] = outcome.problem
+        status["reason"] = (
+            f"{decision.reason} ({outcome.message})" if decision is not None else outcome.message
+        )[:1024]
     if outcome.scaled:
         status["lastScaleTime"] = rfc3339(outcome.at)
     if outcome.observation is not None:
@@ -300,7 +333,28 @@ def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:
         ready = _condition(ConditionType.READY, "True", "Reconciled", "")
     else:
         ready = _condition(ConditionType.READY, "False", outcome.problem, outcome.message)
-    return [ready, redis, _active(outcome)]
+    return [ready, redis, _active(outcome), *_threads(outcome)]
+
+
+def _threads(outcome: PassOutcome) -> list[dict[str, str]]:
+    """ThreadsMatch, judged from the target's live workers; nothing (the
+    condition keeps its last value) while none is live, e.g. at zero replicas."""
+    if outcome.observation is None:
+        return []
+    check = check_threads(
+        deployment=outcome.config.target,
+        tasks_per_replica=outcome.config.policy.tasks_per_replica,
+        workers=outcome.observation.workers,
+    )
+    if check is None:
+        return []
+    if check.matches:
+        return [_condition(ConditionType.THREADS_MATCH, "True", "Matches", check.message)]
+    return [
+        _condition(
+            ConditionType.THREADS_MATCH, "False", EventReason.THREADS_MISMATCH, check.message
+        )
+    ]
 
 
 def _active(outcome: PassOutcome) -> dict[str, str]:
@@ -337,16 +391,28 @@ def merge_conditions(
             "lastTransitionTime": stamp or rfc3339(now),
             "observedGeneration": generation,
         }
-    order = [ConditionType.READY, ConditionType.ACTIVE, ConditionType.REDIS_REACHABLE]
+    order = [
+        ConditionType.READY,
+        ConditionType.ACTIVE,
+        ConditionType.REDIS_REACHABLE,
+        ConditionType.THREADS_MATCH,
+    ]
     return [merged[k] for k in order if k in merged] + [
         v for k, v in merged.items() if k not in order
     ]
 
 
 def _ready_reason(status: Mapping[str, Any]) -> str | None:
+    ready = _condition_of(status, ConditionType.READY)
+    if ready is None or ready.get("reason") is None:
+        return None
+    return str(ready["reason"])
+
+
+def _condition_of(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for c in status.get("conditions") or []:
-        if c.get("type") == ConditionType.READY:
-            return str(c.get("reason")) if c.get("reason") is not None else None
+        if c.get("type") == kind:
+            return dict(c)
     return None
 
 

@@ -33,8 +33,9 @@ class ScalingPolicy:
     :func:`validate_policy`; the policy function assumes a valid one."""
 
     types: tuple[TypePolicy, ...]
-    #: Tasks one replica runs at once (its worker thread count).
-    tasks_per_replica: int = 1
+    #: Tasks one replica runs at once (its worker thread count); the default
+    #: is the default of `taskscale worker --threads` (and the CRD's).
+    tasks_per_replica: int = 4
     min_replicas: int = 0
     max_replicas: int = 10
     #: A scale-up is applied only if every recommendation in this window was

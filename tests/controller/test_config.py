@@ -41,7 +41,7 @@ def test_minimal_spec_gets_the_documented_defaults() -> None:
     assert config.poll_interval_s == 5.0
     assert config.policy == ScalingPolicy(
         types=(TypePolicy("email", 300.0),),
-        tasks_per_replica=1,
+        tasks_per_replica=4,  # `taskscale worker --threads` default
         min_replicas=0,
         max_replicas=10,
         scale_up_stabilization_s=0.0,

@@ -272,7 +272,7 @@ def test_scalers_on_one_redis_are_observed_in_one_round_trip(
         namespace="default",
         target="sms-worker",
         redis=first.redis,
-        policy=ScalingPolicy(types=(TypePolicy("sms"),)),
+        policy=ScalingPolicy(types=(TypePolicy("sms"),), tasks_per_replica=1),
         poll_interval_s=3600.0,
     )
     reconciler.upsert(first, actuator=a, redis_url=redis_url)

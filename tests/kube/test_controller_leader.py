@@ -27,7 +27,7 @@ from redis_server import free_port
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ctlhelpers import enqueue
-from test_controller import create_scaler, deployment, install_crd, replicas, taskscaler
+from kubehelpers import create_scaler, deployment, install_crd, replicas, taskscaler
 
 from taskscale.controller.leader import LeaderElector, LeaseSettings
 from taskscale.keys import Keys

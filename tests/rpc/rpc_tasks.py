@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import Any
 
 from taskscale.tasks import task
@@ -42,3 +43,19 @@ def quota(user: str) -> None:
 @task("rpc.unserialisable")
 def unserialisable() -> object:
     return {1, 2, 3}
+
+
+#: Set by a test to let every running ``rpc.block`` task return.
+RELEASE = threading.Event()
+
+
+@task("rpc.block")
+def block() -> str:
+    """Runs until the test sets RELEASE (at most 30 s)."""
+    RELEASE.wait(30)
+    return "released"
+
+
+@task("rpc.flaky")
+def flaky() -> None:
+    raise RuntimeError("fails every time")
