@@ -10,10 +10,13 @@ message fit for a status condition.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from taskscale.controller.fallback import Fallback
+from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 from taskscale.redis_urls import check_url
@@ -60,6 +63,10 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
+    #: From the pause annotations (None = not paused); see pause.py.
+    pause: Pause | None = None
+    #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
+    fallback: Fallback | None = None
 
     @property
     def key(self) -> str:
@@ -74,12 +81,17 @@ def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
     namespace = meta.get("namespace") or "default"
     if not isinstance(name, str) or not name:
         raise InvalidSpec("metadata.name is missing")
-    return config_from_spec(
+    config = config_from_spec(
         obj.get("spec") or {},
         name=name,
         namespace=str(namespace),
         generation=int(meta.get("generation") or 0),
     )
+    try:
+        pause = pause_from_annotations(meta.get("annotations"))
+    except InvalidPause as exc:
+        raise InvalidSpec(str(exc)) from None
+    return dataclasses.replace(config, pause=pause)
 
 
 def config_from_spec(
@@ -100,6 +112,7 @@ def config_from_spec(
             policy=policy,
             poll_interval_s=poll,
             generation=generation,
+            fallback=_fallback(spec),
         )
     except InvalidSpec:
         raise
@@ -165,6 +178,20 @@ def _type_policy(entry: object) -> TypePolicy:
         raise InvalidSpec("each taskTypes entry needs a name")
     name = check_name("task type", entry["name"])
     return TypePolicy(name=name, idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0))
+
+
+def _fallback(spec: Mapping[str, Any]) -> Fallback | None:
+    entry = spec.get("fallback")
+    if entry is None:
+        return None
+    if not isinstance(entry, Mapping) or "replicas" not in entry:
+        raise InvalidSpec("fallback needs replicas (and optionally afterFailures)")
+    fallback = Fallback(
+        replicas=_integer(entry, "replicas", 0), after_failures=_integer(entry, "afterFailures", 3)
+    )
+    if fallback.replicas < 0 or fallback.after_failures < 1:
+        raise InvalidSpec("fallback.replicas must be 0 or more, fallback.afterFailures 1 or more")
+    return fallback
 
 
 def _integer(spec: Mapping[str, Any], field: str, default: int) -> int:

@@ -46,12 +46,15 @@ class EventReason:
     INVALID_SPEC = "InvalidSpec"
     SECRET_UNAVAILABLE = "RedisSecretUnavailable"
     RECOVERED = "Recovered"
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
 
 
 class ConditionType:
     READY = "Ready"
     ACTIVE = "Active"
     REDIS_REACHABLE = "RedisReachable"
+    PAUSED = "Paused"
 
 
 # --- the reporter ----------------------------------------------------------------
@@ -169,6 +172,7 @@ class KubeReporter:
     # --- Events -------------------------------------------------------------------
     def _events(self, outcome: PassOutcome, known: _Known, status: dict[str, Any]) -> None:
         config, decision = outcome.config, outcome.decision
+        self._pause_event(outcome, known)
         if outcome.scaled and decision is not None and outcome.current is not None:
             up = decision.desired > outcome.current
             reason = EventReason.SCALED_UP if up else EventReason.SCALED_DOWN
@@ -199,6 +203,21 @@ class KubeReporter:
                 EventReason.RECOVERED,
                 f"reconciling again (was {previous})",
             )
+
+    def _pause_event(self, outcome: PassOutcome, known: _Known) -> None:
+        """An Event when a pause annotation appears or goes away."""
+        config = outcome.config
+        was_paused = any(
+            c.get("type") == ConditionType.PAUSED and c.get("status") == "True"
+            for c in known.status.get("conditions") or []
+        )
+        if (config.pause is not None) == was_paused:
+            return
+        if config.pause is not None:
+            reason, message = EventReason.PAUSED, config.pause.describe()
+        else:
+            reason, message = EventReason.RESUMED, "the pause annotations are gone: scaling again"
+        self._post_event(config.namespace, config.name, known, "Normal", reason, message)
 
     def _post_event(
         self, namespace: str, name: str, known: _Known, kind: str, reason: str, message: str
@@ -252,6 +271,9 @@ def build_status(
         status["reasonCode"] = decision.reason_code
     if outcome.scaled:
         status["lastScaleTime"] = rfc3339(outcome.at)
+    pause = config.pause
+    status["paused"] = pause is not None
+    status["pausedReplicas"] = pause.replicas if pause is not None else None
     if outcome.observation is not None:
         status["observations"] = observations_status(outcome.observation)
     status["conditions"] = merge_conditions(
@@ -300,7 +322,13 @@ def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:
         ready = _condition(ConditionType.READY, "True", "Reconciled", "")
     else:
         ready = _condition(ConditionType.READY, "False", outcome.problem, outcome.message)
-    return [ready, redis, _active(outcome)]
+    pause = outcome.config.pause
+    paused = (
+        _condition(ConditionType.PAUSED, "True", ReasonCode.PAUSED, pause.describe())
+        if pause is not None
+        else _condition(ConditionType.PAUSED, "False", "NotPaused", "")
+    )
+    return [ready, redis, _active(outcome), paused]
 
 
 def _active(outcome: PassOutcome) -> dict[str, str]:

@@ -141,6 +141,8 @@ class ReasonCode:
     MAX_REPLICAS = "MaxReplicas"
     FAIL_STATIC = "FailStatic"  # observations missing: hold current
     STEADY = "Steady"  # desired == current, nothing to say
+    PAUSED = "Paused"  # a pause annotation holds (or fixes) the replicas
+    FALLBACK = "Fallback"  # Redis unreadable for spec.fallback.afterFailures passes
 
     ALL = (
         DEMAND,
@@ -155,6 +157,8 @@ class ReasonCode:
         MAX_REPLICAS,
         FAIL_STATIC,
         STEADY,
+        PAUSED,
+        FALLBACK,
     )
 
 
