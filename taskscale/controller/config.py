@@ -177,7 +177,12 @@ def _type_policy(entry: object) -> TypePolicy:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         raise InvalidSpec("each taskTypes entry needs a name")
     name = check_name("task type", entry["name"])
-    return TypePolicy(name=name, idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0))
+    wait = entry.get("maxQueueWaitSeconds")
+    return TypePolicy(
+        name=name,
+        idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0),
+        max_queue_wait_s=None if wait is None else _number(entry, "maxQueueWaitSeconds", 0.0),
+    )
 
 
 def _fallback(spec: Mapping[str, Any]) -> Fallback | None:

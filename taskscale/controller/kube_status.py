@@ -305,9 +305,15 @@ def observations_status(observation: Observation) -> list[dict[str, Any]]:
                 "active": t.active,
                 "idleSeconds": idle,
                 "idleSince": None if t.idle_since is None else rfc3339(t.idle_since),
+                "oldestWaitSeconds": _oldest_wait(t.oldest_ready_s, t.oldest_due_s),
             }
         )
     return out
+
+
+def _oldest_wait(ready: float | None, due: float | None) -> float | None:
+    waits = [w for w in (ready, due) if w is not None]
+    return round(max(waits)) if waits else None
 
 
 def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:
@@ -388,6 +394,7 @@ def _comparable(status: Mapping[str, Any]) -> dict[str, Any]:
     (``idleSeconds``): a change of it alone does not justify a write."""
     out = dict(status)
     out["observations"] = [
-        {k: v for k, v in o.items() if k != "idleSeconds"} for o in status.get("observations") or []
+        {k: v for k, v in o.items() if k not in ("idleSeconds", "oldestWaitSeconds")}
+        for o in status.get("observations") or []
     ]
     return out
