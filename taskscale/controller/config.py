@@ -27,6 +27,7 @@ __all__ = [
     "InvalidSpec",
     "RedisRef",
     "ScalerConfig",
+    "TargetRef",
     "config_from_object",
     "config_from_spec",
     "validate_policy",
@@ -53,6 +54,24 @@ class RedisRef:
 
 
 @dataclass(frozen=True)
+class TargetRef:
+    """What kind of object ``scaleTargetRef`` names (anything with a ``scale``
+    subresource); the name is :attr:`ScalerConfig.target`."""
+
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"
+
+    @property
+    def group(self) -> str:
+        """The API group ("" for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+@dataclass(frozen=True)
 class ScalerConfig:
     """Everything the reconciler needs to know about one TaskScaler."""
 
@@ -67,6 +86,8 @@ class ScalerConfig:
     pause: Pause | None = None
     #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
     fallback: Fallback | None = None
+    #: scaleTargetRef's apiVersion and kind (default apps/v1 Deployment).
+    target_ref: TargetRef = TargetRef()
 
     @property
     def key(self) -> str:
@@ -113,6 +134,7 @@ def config_from_spec(
             poll_interval_s=poll,
             generation=generation,
             fallback=_fallback(spec),
+            target_ref=_target_ref(spec),
         )
     except InvalidSpec:
         raise
@@ -125,6 +147,17 @@ def _target(spec: Mapping[str, Any]) -> str:
     if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str) or not ref["name"]:
         raise InvalidSpec("scaleTargetRef.name is required")
     return str(ref["name"])
+
+
+def _target_ref(spec: Mapping[str, Any]) -> TargetRef:
+    ref = spec.get("scaleTargetRef") or {}
+    api_version = ref.get("apiVersion", "apps/v1")
+    kind = ref.get("kind", "Deployment")
+    if not isinstance(api_version, str) or not api_version.strip("/") or " " in api_version:
+        raise InvalidSpec(f"scaleTargetRef.apiVersion {api_version!r} is not group/version")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidSpec("scaleTargetRef.kind must be a non-empty string")
+    return TargetRef(api_version=api_version, kind=kind)
 
 
 def _redis(spec: Mapping[str, Any]) -> RedisRef:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from taskscale.controller.config import InvalidSpec, config_from_object
+from taskscale.controller.config import InvalidSpec, TargetRef, config_from_object
 from taskscale.controller.fallback import Fallback, fallback_decision
 from taskscale.controller.pause import (
     PAUSED_ANNOTATION,
@@ -135,3 +135,22 @@ def test_fallback_is_read_from_the_spec_with_its_default() -> None:
 def test_a_bad_fallback_is_an_error(fallback: object) -> None:
     with pytest.raises(InvalidSpec, match="fallback"):
         config_from_object(obj(fallback=fallback))
+
+
+# --- scaleTargetRef --------------------------------------------------------------
+
+
+def test_scale_target_ref_defaults_to_an_apps_v1_deployment() -> None:
+    config = config_from_object(obj())
+    assert (config.target, config.target_ref) == ("w", TargetRef("apps/v1", "Deployment"))
+    ref = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "r"}
+    config = config_from_object(obj(scaleTargetRef=ref))
+    assert config.target == "r"
+    assert (config.target_ref.group, config.target_ref.version) == ("argoproj.io", "v1alpha1")
+    assert config.target_ref.kind == "Rollout"
+
+
+@pytest.mark.parametrize("ref", [{"apiVersion": "", "name": "w"}, {"kind": "", "name": "w"}])
+def test_a_bad_scale_target_ref_is_an_error(ref: dict[str, str]) -> None:
+    with pytest.raises(InvalidSpec, match="scaleTargetRef"):
+        config_from_object(obj(scaleTargetRef=ref))
