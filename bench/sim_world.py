@@ -175,6 +175,11 @@ class World:
     def replicas(self) -> int:
         return len(self.pods)
 
+    @property
+    def pod_starts(self) -> int:
+        """Pods created so far (scale churn: each one is a pod start-up)."""
+        return self._pod_seq
+
     def scale_to(self, replicas: int, t: float, *, idle_first: bool) -> None:
         """Create or remove pods.  Pods not ready yet go first (as a
         ReplicaSet does); among ready ones, the least busy first when the
@@ -227,6 +232,7 @@ class World:
             completed_total=self.completed,
             service_ms_total=self.service_ms,
             wait_ms_total=self.wait_ms,
+            oldest_ready_s=t - self.queue[0].ready_at if self.queue else None,
         )
         workers = tuple(
             WorkerObservation(p.name, p.name, (TASK_TYPE,), p.threads, len(p.running))

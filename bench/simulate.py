@@ -6,10 +6,18 @@ the same simulated pods (4 threads, 5-10 s start-up).  taskscale runs its
 real policy code (``taskscale.controller.policy.decide``); the baseline
 models KEDA's Redis-list scaler and the HPA with their defaults (see
 ``bench/sim_scalers.py``).  Reported per scaler, median over seeds: queue
-wait p50 / p99, replica-seconds, tasks interrupted by scale-down.
+wait p50 / p99, replica-seconds, tasks interrupted by scale-down, pod starts
+(scale churn: every pod created pays its start-up).
 
-    .venv/bin/python -m bench.simulate                 # 5 seeds, plot to docs/img
+    .venv/bin/python -m bench.simulate                 # 9 seeds, plot to docs/img
     .venv/bin/python -m bench.simulate --seeds 3 --json out.json
+    .venv/bin/python -m bench.simulate --latency-target 30 --no-plot
+
+``--latency-target S`` adds the queue-wait target (``maxQueueWaitSeconds: S``)
+to taskscale's settings, and runs it twice more with ``tasksPerReplica``
+overstated 4x (16 on pods that run 4 at once, as with CPU-bound threads):
+once without the target and once with it -- the case a count of tasks gets
+wrong and the oldest task's age does not.
 """
 
 from __future__ import annotations
@@ -68,6 +76,27 @@ VARIANTS: dict[str, Callable[[], Scaler]] = {
 }
 
 
+def latency_variants(target_s: float) -> dict[str, Callable[[], Scaler]]:
+    """The queue-wait target's rows: on the tuned settings, and with
+    ``tasksPerReplica`` overstated 4x without and with the target."""
+
+    def with_target(policy: ScalingPolicy) -> ScalingPolicy:
+        types = tuple(replace(t, max_queue_wait_s=target_s) for t in policy.types)
+        return replace(policy, types=types)
+
+    overstated = replace(TASKSCALE_POLICY, tasks_per_replica=4 * THREADS)
+    names = (
+        f"taskscale, maxQueueWait {target_s:g} s",
+        f"taskscale, tasksPerReplica {4 * THREADS}",
+        f"taskscale, tasksPerReplica {4 * THREADS}, maxQueueWait {target_s:g} s",
+    )
+    policies = (with_target(TASKSCALE_POLICY), overstated, with_target(overstated))
+    return {
+        name: (lambda p=policy, n=name: TaskscaleScaler(p, name=n))
+        for name, policy in zip(names, policies, strict=True)
+    }
+
+
 class Scaler(Protocol):
     name: str
 
@@ -85,6 +114,7 @@ class RunResult:
     replica_seconds: float
     interrupted: int
     never_claimed: int
+    pod_starts: int
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -114,6 +144,7 @@ def run(trace: Trace, scaler: Scaler, settings: WorldSettings) -> tuple[RunResul
         replica_seconds=world.replica_seconds,
         interrupted=world.interrupted,
         never_claimed=len(censored),
+        pod_starts=world.pod_starts,
     )
     return result, world.series
 
@@ -126,21 +157,22 @@ def report(results: dict[str, list[RunResult]], *, per_seed: Sequence[str]) -> s
     """A markdown table: per-seed rows of the ``per_seed`` scalers, then medians."""
     lines = [
         "| scaler | seed | tasks | wait p50 s | wait p99 s | wait max s | replica-s "
-        "| interrupted |",
-        "|---|---|---|---|---|---|---|---|",
+        "| interrupted | pod starts |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in per_seed:
         for r in results[name]:
             lines.append(
                 f"| {name} | {r.seed} | {r.tasks} | {r.wait_p50_s:.1f} | {r.wait_p99_s:.1f} "
-                f"| {r.wait_max_s:.1f} | {r.replica_seconds:.0f} | {r.interrupted} |"
+                f"| {r.wait_max_s:.1f} | {r.replica_seconds:.0f} | {r.interrupted} "
+                f"| {r.pod_starts} |"
             )
     for name, rows in results.items():
         lines.append(
             f"| **{name} median** | | {_median(rows, 'tasks'):.0f} "
             f"| {_median(rows, 'wait_p50_s'):.1f} | {_median(rows, 'wait_p99_s'):.1f} "
             f"| {_median(rows, 'wait_max_s'):.1f} | {_median(rows, 'replica_seconds'):.0f} "
-            f"| {_median(rows, 'interrupted'):.0f} |"
+            f"| {_median(rows, 'interrupted'):.0f} | {_median(rows, 'pod_starts'):.0f} |"
         )
     return "\n".join(lines)
 
@@ -159,7 +191,9 @@ def comparison(ours: list[RunResult], base: list[RunResult]) -> str:
         f"p99 wait ratio median {statistics.median(p99_ratio):.2f} "
         f"(per seed: {', '.join(f'{x:.2f}' for x in p99_ratio)}); "
         f"tasks interrupted over all seeds: {a} {sum(o.interrupted for o in ours)}, "
-        f"{b} {sum(r.interrupted for r in base)}"
+        f"{b} {sum(r.interrupted for r in base)}; pod starts median: "
+        f"{statistics.median(o.pod_starts for o in ours):.0f} vs "
+        f"{statistics.median(r.pod_starts for r in base):.0f}"
     )
 
 
@@ -252,16 +286,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=Path("docs/img/simulation.png"))
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--json", type=Path, help="also write every run's numbers here")
+    parser.add_argument(
+        "--latency-target",
+        type=float,
+        metavar="S",
+        help="also run the queue-wait target maxQueueWaitSeconds=S (see above)",
+    )
     args = parser.parse_args(argv)
 
+    variants = dict(VARIANTS)
+    if args.latency_target is not None:
+        variants.update(latency_variants(args.latency_target))
     world_settings = WorldSettings(threads_per_pod=THREADS)
-    results: dict[str, list[RunResult]] = {name: [] for name in VARIANTS}
+    results: dict[str, list[RunResult]] = {name: [] for name in variants}
     decide_s = decisions = 0.0
     started = time.perf_counter()
     for seed in range(args.seeds):
         trace = make_trace(seed, TraceSettings(duration_s=args.duration))
         series: dict[str, Series] = {}
-        for name, make in VARIANTS.items():
+        for name, make in variants.items():
             scaler = make()
             result, series[name] = run(trace, scaler, world_settings)
             results[name].append(result)
@@ -273,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report(results, per_seed=(OURS, BASELINE)))
     print()
     print(comparison(results[OURS], results[BASELINE]))
-    for name in VARIANTS:
+    for name in variants:
         if name not in (OURS, BASELINE):
             print(f"[{name}] " + comparison(results[name], results[BASELINE]))
     print(

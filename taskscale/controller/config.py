@@ -10,10 +10,13 @@ message fit for a status condition.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from taskscale.controller.fallback import Fallback
+from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 from taskscale.redis_urls import check_url
@@ -24,6 +27,7 @@ __all__ = [
     "InvalidSpec",
     "RedisRef",
     "ScalerConfig",
+    "TargetRef",
     "config_from_object",
     "config_from_spec",
     "validate_policy",
@@ -50,6 +54,24 @@ class RedisRef:
 
 
 @dataclass(frozen=True)
+class TargetRef:
+    """What kind of object ``scaleTargetRef`` names (anything with a ``scale``
+    subresource); the name is :attr:`ScalerConfig.target`."""
+
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"
+
+    @property
+    def group(self) -> str:
+        """The API group ("" for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+@dataclass(frozen=True)
 class ScalerConfig:
     """Everything the reconciler needs to know about one TaskScaler."""
 
@@ -60,6 +82,12 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
+    #: From the pause annotations (None = not paused); see pause.py.
+    pause: Pause | None = None
+    #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
+    fallback: Fallback | None = None
+    #: scaleTargetRef's apiVersion and kind (default apps/v1 Deployment).
+    target_ref: TargetRef = TargetRef()
 
     @property
     def key(self) -> str:
@@ -74,12 +102,17 @@ def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
     namespace = meta.get("namespace") or "default"
     if not isinstance(name, str) or not name:
         raise InvalidSpec("metadata.name is missing")
-    return config_from_spec(
+    config = config_from_spec(
         obj.get("spec") or {},
         name=name,
         namespace=str(namespace),
         generation=int(meta.get("generation") or 0),
     )
+    try:
+        pause = pause_from_annotations(meta.get("annotations"))
+    except InvalidPause as exc:
+        raise InvalidSpec(str(exc)) from None
+    return dataclasses.replace(config, pause=pause)
 
 
 def config_from_spec(
@@ -100,6 +133,8 @@ def config_from_spec(
             policy=policy,
             poll_interval_s=poll,
             generation=generation,
+            fallback=_fallback(spec),
+            target_ref=_target_ref(spec),
         )
     except InvalidSpec:
         raise
@@ -112,6 +147,17 @@ def _target(spec: Mapping[str, Any]) -> str:
     if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str) or not ref["name"]:
         raise InvalidSpec("scaleTargetRef.name is required")
     return str(ref["name"])
+
+
+def _target_ref(spec: Mapping[str, Any]) -> TargetRef:
+    ref = spec.get("scaleTargetRef") or {}
+    api_version = ref.get("apiVersion", "apps/v1")
+    kind = ref.get("kind", "Deployment")
+    if not isinstance(api_version, str) or not api_version.strip("/") or " " in api_version:
+        raise InvalidSpec(f"scaleTargetRef.apiVersion {api_version!r} is not group/version")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidSpec("scaleTargetRef.kind must be a non-empty string")
+    return TargetRef(api_version=api_version, kind=kind)
 
 
 def _redis(spec: Mapping[str, Any]) -> RedisRef:
@@ -164,7 +210,26 @@ def _type_policy(entry: object) -> TypePolicy:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
         raise InvalidSpec("each taskTypes entry needs a name")
     name = check_name("task type", entry["name"])
-    return TypePolicy(name=name, idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0))
+    wait = entry.get("maxQueueWaitSeconds")
+    return TypePolicy(
+        name=name,
+        idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0),
+        max_queue_wait_s=None if wait is None else _number(entry, "maxQueueWaitSeconds", 0.0),
+    )
+
+
+def _fallback(spec: Mapping[str, Any]) -> Fallback | None:
+    entry = spec.get("fallback")
+    if entry is None:
+        return None
+    if not isinstance(entry, Mapping) or "replicas" not in entry:
+        raise InvalidSpec("fallback needs replicas (and optionally afterFailures)")
+    fallback = Fallback(
+        replicas=_integer(entry, "replicas", 0), after_failures=_integer(entry, "afterFailures", 3)
+    )
+    if fallback.replicas < 0 or fallback.after_failures < 1:
+        raise InvalidSpec("fallback.replicas must be 0 or more, fallback.afterFailures 1 or more")
+    return fallback
 
 
 def _integer(spec: Mapping[str, Any], field: str, default: int) -> int:

@@ -6,10 +6,12 @@ Four parts, each small:
   namespaces or one) and hands every object it sees to a callback; the watch
   ends every ``resync_s`` and is re-listed, so Secrets are re-read and a
   missed event is repaired -- the reconciler is level-triggered anyway.
-* :class:`DeploymentActuator` touches only a Deployment's ``scale``
-  subresource (never its spec), and before a scale-down sets
-  ``controller.kubernetes.io/pod-deletion-cost`` on the Deployment's pods from
-  the worker registry's busy counts, so the ReplicaSet removes idle pods first.
+* the actuators (in scale_target.py): :class:`DeploymentActuator` touches
+  only a Deployment's ``scale`` subresource (never its spec), and before a
+  scale-down sets ``controller.kubernetes.io/pod-deletion-cost`` on the
+  Deployment's pods from the worker registry's busy counts, so the ReplicaSet
+  removes idle pods first; any other kind with a ``scale`` subresource works
+  the same way through ``scaleTargetRef.apiVersion``/``kind``.
 * :class:`~taskscale.controller.kube_status.KubeReporter` (in kube_status.py)
   turns each reconcile outcome into the TaskScaler's status (patched only
   when it changed) and Events (on every scale, and when a problem starts or
@@ -65,8 +67,8 @@ from taskscale.controller.reconciler import (
     Reconciler,
     ReconcilerSettings,
     RetrySettings,
-    TargetNotFound,
 )
+from taskscale.controller.scale_target import DeploymentActuator, make_actuator
 
 __all__ = [
     "DELETION_COST",
@@ -95,100 +97,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-# --- the actuator ---------------------------------------------------------------
-
-
-@dataclass
-class DeploymentActuator:
-    """A Deployment's ``scale`` subresource (the Actuator protocol)."""
-
-    apps: client.AppsV1Api
-    core: client.CoreV1Api
-    namespace: str
-    name: str
-    metrics: ControllerMetrics
-    retry: RetrySettings = field(default_factory=RetrySettings)
-    _selector: str | None = None
-    _replicas: int | None = None
-
-    def current_replicas(self) -> int:
-        scale = self._call(
-            "get_scale",
-            lambda: self.apps.read_namespaced_deployment_scale(
-                self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
-            ),
-        )
-        self._selector = scale.status.selector if scale.status is not None else None
-        self._replicas = int(scale.spec.replicas or 0) if scale.spec is not None else 0
-        return self._replicas
-
-    def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
-        if self._replicas is None:
-            self.current_replicas()
-        if self._replicas is not None and replicas < self._replicas:
-            self.set_deletion_costs(busy_by_pod)
-        self._call(
-            "patch_scale",
-            lambda: self.apps.patch_namespaced_deployment_scale(
-                self.name,
-                self.namespace,
-                {"spec": {"replicas": replicas}},
-                field_manager=FIELD_MANAGER,
-                _request_timeout=REQUEST_TIMEOUT_S,
-            ),
-        )
-        self._replicas = replicas
-
-    def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
-        """Annotate every live pod of the Deployment with its busy count (0 if
-        the registry doesn't know it); returns pod -> cost.  Pods whose
-        annotation already says so are not written."""
-        if not self._selector:
-            self.current_replicas()
-        selector = self._selector or ""
-        pods = self._call(
-            "list_pods",
-            lambda: self.core.list_namespaced_pod(
-                self.namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_S
-            ),
-        )
-        costs: dict[str, int] = {}
-        for pod in pods.items:
-            meta = pod.metadata
-            if meta is None or meta.name is None or meta.deletion_timestamp is not None:
-                continue
-            cost = int(busy_by_pod.get(meta.name, 0))
-            costs[meta.name] = cost
-            if (meta.annotations or {}).get(DELETION_COST) != str(cost):
-                self._annotate(meta.name, cost)
-        return costs
-
-    def _annotate(self, pod: str, cost: int) -> None:
-        body = {"metadata": {"annotations": {DELETION_COST: str(cost)}}}
-        try:
-            self._call(
-                "patch_pod",
-                lambda: self.core.patch_namespaced_pod(
-                    pod,
-                    self.namespace,
-                    body,
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=REQUEST_TIMEOUT_S,
-                ),
-            )
-        except ApiException as exc:
-            if exc.status != 404:  # a pod that went away needs no cost
-                raise
-
-    def _call(self, operation: str, fn: Callable[[], T]) -> T:
-        try:
-            return api_call(fn, operation=operation, metrics=self.metrics, retry=self.retry)
-        except ApiException as exc:
-            if exc.status == 404 and operation in ("get_scale", "patch_scale"):
-                raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
-            raise
 
 
 # --- the watcher -------------------------------------------------------------------
@@ -390,13 +298,12 @@ class KubeController:
             self.reporter.report_invalid(obj, EventReason.SECRET_UNAVAILABLE, _secret_problem(exc))
             return
         self.reporter.seed(obj)
-        actuator = DeploymentActuator(
-            self._apps,
-            self._core,
-            scaler.namespace,
-            scaler.target,
-            self.metrics,
-            self.settings.api_retry,
+        actuator = make_actuator(
+            scaler,
+            apps=self._apps,
+            core=self._core,
+            metrics=self.metrics,
+            retry=self.settings.api_retry,
         )
         try:
             self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)

@@ -51,6 +51,8 @@ class EventReason:
     THREADS_MISMATCH = "TasksPerReplicaMismatch"
     #: ... and now they agree again.
     THREADS_MATCH = "TasksPerReplicaMatches"
+    PAUSED = "Paused"
+    RESUMED = "Resumed"
 
 
 class ConditionType:
@@ -59,6 +61,7 @@ class ConditionType:
     REDIS_REACHABLE = "RedisReachable"
     #: tasksPerReplica equals the threads per pod of the target's live workers.
     THREADS_MATCH = "ThreadsMatch"
+    PAUSED = "Paused"
 
 
 # --- the reporter ----------------------------------------------------------------
@@ -177,6 +180,7 @@ class KubeReporter:
     # --- Events -------------------------------------------------------------------
     def _events(self, outcome: PassOutcome, known: _Known, status: dict[str, Any]) -> None:
         config, decision = outcome.config, outcome.decision
+        self._pause_event(outcome, known)
         if outcome.scaled and decision is not None and outcome.current is not None:
             up = decision.desired > outcome.current
             reason = EventReason.SCALED_UP if up else EventReason.SCALED_DOWN
@@ -225,6 +229,21 @@ class KubeReporter:
             self._post_event(
                 namespace, name, known, "Normal", EventReason.THREADS_MATCH, now["message"]
             )
+
+    def _pause_event(self, outcome: PassOutcome, known: _Known) -> None:
+        """An Event when a pause annotation appears or goes away."""
+        config = outcome.config
+        was_paused = any(
+            c.get("type") == ConditionType.PAUSED and c.get("status") == "True"
+            for c in known.status.get("conditions") or []
+        )
+        if (config.pause is not None) == was_paused:
+            return
+        if config.pause is not None:
+            reason, message = EventReason.PAUSED, config.pause.describe()
+        else:
+            reason, message = EventReason.RESUMED, "the pause annotations are gone: scaling again"
+        self._post_event(config.namespace, config.name, known, "Normal", reason, message)
 
     def _post_event(
         self, namespace: str, name: str, known: _Known, kind: str, reason: str, message: str
@@ -285,6 +304,9 @@ def build_status(
         )[:1024]
     if outcome.scaled:
         status["lastScaleTime"] = rfc3339(outcome.at)
+    pause = config.pause
+    status["paused"] = pause is not None
+    status["pausedReplicas"] = pause.replicas if pause is not None else None
     if outcome.observation is not None:
         status["observations"] = observations_status(outcome.observation)
     status["conditions"] = merge_conditions(
@@ -316,9 +338,15 @@ def observations_status(observation: Observation) -> list[dict[str, Any]]:
                 "active": t.active,
                 "idleSeconds": idle,
                 "idleSince": None if t.idle_since is None else rfc3339(t.idle_since),
+                "oldestWaitSeconds": _oldest_wait(t.oldest_ready_s, t.oldest_due_s),
             }
         )
     return out
+
+
+def _oldest_wait(ready: float | None, due: float | None) -> float | None:
+    waits = [w for w in (ready, due) if w is not None]
+    return round(max(waits)) if waits else None
 
 
 def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:
@@ -333,7 +361,13 @@ def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:
         ready = _condition(ConditionType.READY, "True", "Reconciled", "")
     else:
         ready = _condition(ConditionType.READY, "False", outcome.problem, outcome.message)
-    return [ready, redis, _active(outcome), *_threads(outcome)]
+    pause = outcome.config.pause
+    paused = (
+        _condition(ConditionType.PAUSED, "True", ReasonCode.PAUSED, pause.describe())
+        if pause is not None
+        else _condition(ConditionType.PAUSED, "False", "NotPaused", "")
+    )
+    return [ready, redis, _active(outcome), paused, *_threads(outcome)]
 
 
 def _threads(outcome: PassOutcome) -> list[dict[str, str]]:
@@ -426,6 +460,7 @@ def _comparable(status: Mapping[str, Any]) -> dict[str, Any]:
     (``idleSeconds``): a change of it alone does not justify a write."""
     out = dict(status)
     out["observations"] = [
-        {k: v for k, v in o.items() if k != "idleSeconds"} for o in status.get("observations") or []
+        {k: v for k, v in o.items() if k not in ("idleSeconds", "oldestWaitSeconds")}
+        for o in status.get("observations") or []
     ]
     return out

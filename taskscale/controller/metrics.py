@@ -81,6 +81,12 @@ class ControllerMetrics:
             ["scaler", "type"],
             registry=r,
         )
+        self.oldest_task_age = Gauge(
+            "taskscale_oldest_task_age_seconds",
+            "Seconds the oldest ready (or due) task of the type has waited (0 = none waiting).",
+            ["scaler", "type"],
+            registry=r,
+        )
         self.scale_events = Counter(
             "taskscale_scale_events_total",
             "Scale changes applied, by direction and decision reason.",
@@ -137,6 +143,8 @@ class ControllerMetrics:
             if t.active or t.queued or t.due:
                 idle = 0.0
             self.observed_idle_seconds.labels(scaler=scaler, type=name).set(idle)
+            age = max(t.oldest_ready_s or 0.0, t.oldest_due_s or 0.0)
+            self.oldest_task_age.labels(scaler=scaler, type=name).set(age)
 
     def record_decision(self, scaler: str, *, current: int, desired: int, reason: str) -> None:
         self.current_replicas.labels(scaler=scaler).set(current)
@@ -155,7 +163,11 @@ class ControllerMetrics:
         for gauge in (self.desired_replicas, self.current_replicas):
             _remove(gauge, scaler)
         for name in types:
-            for gauge in (*self._observed.values(), self.observed_idle_seconds):
+            for gauge in (
+                *self._observed.values(),
+                self.observed_idle_seconds,
+                self.oldest_task_age,
+            ):
                 _remove(gauge, scaler, name)
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:

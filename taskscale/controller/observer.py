@@ -20,6 +20,7 @@ target at zero replicas wakes at once instead of at the next poll.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -145,12 +146,15 @@ def _assemble(
     reply: Any, plan: _Plan, requests: Mapping[str, ObserveRequest]
 ) -> dict[str, Observation]:
     try:
-        seconds, micros, active, idle, per_type, upcoming, flat_workers, schedulers = reply
+        seconds, micros, active, idle, per_type, upcoming, flat_workers, schedulers, ages = reply
         at = int(seconds) + int(micros) / 1e6
         position = {t: i for i, t in enumerate(plan.types)}
         by_window = {
-            (t, lead_ms): _type_observation(
-                t, active[position[t]], idle[position[t]], per_type[position[t]], ahead
+            (t, lead_ms): _with_ages(
+                _type_observation(
+                    t, active[position[t]], idle[position[t]], per_type[position[t]], ahead
+                ),
+                ages[position[t]],
             )
             for (t, lead_ms), ahead in zip(plan.windows, upcoming, strict=True)
         }
@@ -192,6 +196,16 @@ def _type_observation(
         failed_total=counters[3],
         service_ms_total=counters[4],
         wait_ms_total=counters[5],
+    )
+
+
+def _with_ages(obs: TypeObservation, ages: Sequence[Any]) -> TypeObservation:
+    """Add the oldest ready and due waits ({ms, ms}, -1 = none) to ``obs``."""
+    ready_ms, due_ms = (int(v) for v in ages)
+    return dataclasses.replace(
+        obs,
+        oldest_ready_s=ready_ms / 1000.0 if ready_ms >= 0 else None,
+        oldest_due_s=due_ms / 1000.0 if due_ms >= 0 else None,
     )
 
 

@@ -23,6 +23,9 @@ The rules, in the order they apply:
 3. **Stabilization** like the HPA's: a scale-up goes no higher than the
    lowest recommendation of the up window, a scale-down no lower than the
    highest of the down window (the idle rule's drop to min included).
+   With ``maxQueueWaitSeconds`` on a type, the queue-wait rule
+   (queue_wait.py) raises the recommendation while its oldest task waits
+   longer than that.
 4. **Bounded steps**, then **never below the busy**: a scale-down keeps at
    least ceil(active / tasks-per-replica) replicas, and at least one per
    pod still running a task, so -- with pod-deletion-cost ordering the
@@ -45,6 +48,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from taskscale.controller.queue_wait import apply_queue_wait
 from taskscale.controller.types import (
     Decision,
     Observation,
@@ -184,6 +188,18 @@ def decide(
         )
     sizing = _size(observation, policy, history)
     rec, code, why = _recommend(sizing, policy)
+    working = max(sizing.busy_pods, _ceil_div(sizing.active, policy.tasks_per_replica))
+    alive = observation.schedulers_alive != 0
+    rec, code, why = apply_queue_wait(
+        observation.types,
+        policy,
+        rec,
+        code,
+        why,
+        working=working,
+        current=current,
+        scheduler_alive=alive,
+    )
     target, code, why = _apply_idle_rule(sizing, policy, rec, code, why, current)
     desired, code, why = _stabilize(policy, history, now, rec, target, code, why, current)
     desired, code, why = _bound_step(policy, desired, code, why, current)

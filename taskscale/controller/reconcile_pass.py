@@ -11,6 +11,10 @@ when the target is missing or the API fails, nothing is changed.  Either way
 the outcome names the :class:`Problem`, and the error metrics count every
 failed attempt.  When the next pass is due is not decided here: the
 reconciler passes its scheduler in (``schedule``), called before the report.
+
+Before the policy come two overrides: a pause annotation (pause.py) decides
+alone, and ``spec.fallback`` (fallback.py) replaces fail-static once Redis has
+failed the configured number of passes in a row.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 import redis
 
+from taskscale.controller.fallback import fallback_decision
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
+from taskscale.controller.pause import paused_decision
 from taskscale.controller.policy import decide
 from taskscale.controller.retries import RetrySettings, call_with_retries
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
@@ -103,8 +109,7 @@ class ReconcilePass:
             log.exception("%s: reading the target failed", config.key)
             return _replace(base, problem=Problem.SCALE_FAILED, message=_describe(exc))
         scaler.last_current = current
-        decision = decide(observation, config.policy, scaler.history, now=now, current=current)
-        scaler.history.record(now, observation, decision)
+        decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         self._record(config.key, observation, current, decision)
         outcome = _replace(base, current=current, decision=decision)
         if redis_error is not None:
@@ -145,6 +150,29 @@ class ReconcilePass:
             self._reporter.report(outcome)
         except Exception:
             log.exception("%s: reporting the outcome failed", outcome.config.key)
+
+
+def _decide(
+    scaler: ScalerState,
+    observation: Observation | None,
+    *,
+    now: float,
+    current: int,
+    error: str | None,
+) -> Decision:
+    """A pause annotation, else the fallback after K failed reads, else the policy."""
+    config = scaler.config
+    scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
+    if config.pause is not None:
+        return paused_decision(config.pause, current=current)
+    fallback = fallback_decision(
+        config.fallback, failures=scaler.redis_failures, current=current, error=error or ""
+    )
+    if fallback is not None:
+        return fallback
+    decision = decide(observation, config.policy, scaler.history, now=now, current=current)
+    scaler.history.record(now, observation, decision)
+    return decision
 
 
 def _replace(outcome: PassOutcome, **changes: object) -> PassOutcome:

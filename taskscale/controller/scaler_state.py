@@ -34,6 +34,7 @@ class ScalerState:
     next_due: float = 0.0  #: monotonic time of the next pass
     failures: int = 0
     last_current: int | None = None
+    redis_failures: int = 0  #: passes in a row that could not read Redis (for the fallback)
 
 
 @dataclass

@@ -25,6 +25,9 @@ class TypePolicy:
     #: Seconds a type must have been idle (nothing queued, due or active, and
     #: ``now - IDLE_SINCE`` at least this) before it stops holding replicas up.
     idle_threshold_s: float = 300.0
+    #: Queue-wait target: add replicas while the oldest ready (or due) task of
+    #: the type has waited longer than this (None = no target).
+    max_queue_wait_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def validate_policy(policy: ScalingPolicy) -> None:
     for t in policy.types:
         if t.idle_threshold_s < 0:
             raise ValueError(f"idleThresholdSeconds of {t.name!r} must not be negative")
+        if t.max_queue_wait_s is not None and t.max_queue_wait_s <= 0:
+            raise ValueError(f"maxQueueWaitSeconds of {t.name!r} must be positive")
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,11 @@ class TypeObservation:
     failed_total: int = 0
     service_ms_total: int = 0
     wait_ms_total: int = 0
+    #: Seconds the oldest ready task has waited (head of each priority list,
+    #: from its due_ms or enqueued_ms); None = nothing ready or not read.
+    oldest_ready_s: float | None = None
+    #: Seconds the earliest due (not yet promoted) delayed task has been due.
+    oldest_due_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,9 @@ class ReasonCode:
     MAX_REPLICAS = "MaxReplicas"
     FAIL_STATIC = "FailStatic"  # observations missing: hold current
     STEADY = "Steady"  # desired == current, nothing to say
+    PAUSED = "Paused"  # a pause annotation holds (or fixes) the replicas
+    FALLBACK = "Fallback"  # Redis unreadable for spec.fallback.afterFailures passes
+    QUEUE_WAIT = "QueueWait"  # the oldest task waits longer than maxQueueWaitSeconds
 
     ALL = (
         DEMAND,
@@ -156,6 +169,9 @@ class ReasonCode:
         MAX_REPLICAS,
         FAIL_STATIC,
         STEADY,
+        PAUSED,
+        FALLBACK,
+        QUEUE_WAIT,
     )
 
 

@@ -23,10 +23,14 @@
 --                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
---          upcoming[k], workers}
+--          upcoming[k], workers, schedulers, oldest[n]}
 --   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
+--   oldest[i]   = {ready age ms, due age ms}: how long the oldest ready task has
+--                 waited (the head of each non-empty priority list: its "due_ms",
+--                 else its "enqueued_ms"), and how long the earliest due delayed
+--                 task has been due; -1 when there is none.  Redis clock.
 
 local time = redis.call('TIME')
 local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -76,6 +80,17 @@ local idle = hmget_all(KEYS[2], names)
 -- only while it is non-empty).  An empty type costs that one call; otherwise
 -- the LLEN loop stops once it has seen every non-empty list (the caller puts
 -- the default priority's list first).
+-- When the task at the head of a ready list started waiting: "due_ms" (a
+-- promoted delayed task waits from its due time), else "enqueued_ms"; decoded
+-- like claim.lua does (the last of duplicate stamps wins).  nil if unreadable.
+local function waiting_since(envelope)
+    local ok, doc = pcall(cjson.decode, envelope)
+    if not ok or type(doc) ~= 'table' then
+        return nil
+    end
+    return tonumber(doc.due_ms) or tonumber(doc.enqueued_ms)
+end
+
 local function counts(name)
     local delayed = delayed_before .. name .. delayed_after
     local keys = {delayed}
@@ -84,13 +99,18 @@ local function counts(name)
     end
     local remaining = redis.call('EXISTS', unpack(keys))
     local queued, due, size = 0, 0, 0
+    local oldest = {-1, -1}
     if remaining == 0 then
-        return delayed, size, queued, due
+        return delayed, size, queued, due, oldest
     end
     size = redis.call('ZCARD', delayed)
     if size > 0 then
         remaining = remaining - 1
         due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
+        if due > 0 then
+            local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+            oldest[2] = math.max(0, now_ms - tonumber(first[2]))
+        end
     end
     local j = 2
     while remaining > 0 do
@@ -98,18 +118,24 @@ local function counts(name)
         if len > 0 then
             queued = queued + len
             remaining = remaining - 1
+            local since = waiting_since(redis.call('LINDEX', keys[j], 0))
+            if since then
+                oldest[1] = math.max(oldest[1], now_ms - since, 0)
+            end
         end
         j = j + 1
     end
-    return delayed, size, queued, due
+    return delayed, size, queued, due, oldest
 end
 
 local per_type = {}
 local delayed_keys = {}
 local delayed_size = {}
+local oldest = {}
 for i = 1, n do
     local name = names[i]
-    local delayed, size, queued, due = counts(name)
+    local delayed, size, queued, due, ages = counts(name)
+    oldest[i] = ages
     delayed_keys[i] = delayed
     delayed_size[i] = size
     local row = {queued, due}
@@ -148,4 +174,4 @@ end
 -- Live schedulers: without one, due delayed tasks never become ready.
 local schedulers = redis.call('ZCOUNT', KEYS[4], now_ms, '+inf')
 
-return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers}
+return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers, oldest}

@@ -245,3 +245,35 @@ def test_namespaced_watch_uses_a_role_in_the_watched_namespace_only() -> None:
     assert not [r for r in role["rules"] if r["resources"] == ["secrets"]]
     args = _controller(objects)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--watch-namespace=taskscale-watched" in args
+
+
+def _scale_rules(objects: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    role = one(objects, "ClusterRole", "ts-taskscale")
+    return [
+        (r["apiGroups"], r["resources"])
+        for r in role["rules"]
+        if any(res.endswith("/scale") for res in r["resources"])
+    ]
+
+
+def test_rbac_grants_scale_of_deployments_only_unless_more_targets_are_listed(
+    tmp_path: Path,
+) -> None:
+    assert _scale_rules(render()) == [(["apps"], ["deployments/scale"])]
+    extra = tmp_path / "targets.yaml"
+    extra.write_text(
+        "rbac:\n  extraScaleTargets:\n"
+        "    - {apiGroup: apps, resource: statefulsets}\n"
+        "    - {apiGroup: argoproj.io, resource: rollouts}\n"
+    )
+    assert _scale_rules(render(values_files=[extra])) == [
+        (["apps"], ["deployments/scale"]),
+        (["apps"], ["statefulsets/scale"]),
+        (["argoproj.io"], ["rollouts/scale"]),
+    ]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rbac:\n  extraScaleTargets:\n    - {apiGroup: apps, resource: 'pods/*'}\n")
+    result = helm(
+        "template", "ts", CHART, "--kube-version", KUBE_VERSION, "-f", str(bad), check=False
+    )
+    assert result.returncode != 0 and "extraScaleTargets" in result.stderr

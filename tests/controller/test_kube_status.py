@@ -61,6 +61,7 @@ def test_a_scale_sets_replicas_reason_scale_time_and_observations() -> None:
             "active": 0,
             "idleSeconds": 100.0,
             "idleSince": rfc3339(900.0),
+            "oldestWaitSeconds": None,
         }
     ]
     c = conditions(status)

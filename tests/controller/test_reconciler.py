@@ -6,6 +6,7 @@ against a real API server in tests/kube); everything Redis-side is real.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -20,10 +21,12 @@ from ctlhelpers import (
     start_tasks,
     wait_until,
 )
-from redis_server import free_port
+from redis_server import RedisServer, free_port
 
 from taskscale.controller.config import RedisRef, ScalerConfig
+from taskscale.controller.fallback import Fallback
 from taskscale.controller.metrics import ControllerMetrics
+from taskscale.controller.pause import Pause
 from taskscale.controller.reconciler import (
     PassOutcome,
     Problem,
@@ -330,3 +333,45 @@ def test_a_stopped_reconciler_ignores_late_registrations(
     reconciler.stop()
     reconciler.upsert(scaler(), actuator=MemoryActuator(), redis_url=redis_url)
     assert reconciler.keys() == []
+
+
+def test_fallback_counts_failed_passes_in_a_row_and_a_good_read_resets_it(
+    reconciler: Reconciler,
+) -> None:
+    port = free_port()
+    actuator = MemoryActuator(replicas=1)
+    config = dataclasses.replace(scaler(), fallback=Fallback(replicas=4, after_failures=2))
+    reconciler.upsert(config, actuator=actuator, redis_url=f"redis://127.0.0.1:{port}/0")
+
+    first = reconciler.reconcile_now(config.key)
+    assert first.decision is not None and first.decision.reason_code == ReasonCode.FAIL_STATIC
+    assert actuator.replicas == 1  # one failure: still fail-static
+    second = reconciler.reconcile_now(config.key)
+    assert second.decision is not None and second.decision.reason_code == ReasonCode.FALLBACK
+    assert actuator.replicas == 4 and second.problem == Problem.REDIS_UNREACHABLE
+
+    with RedisServer(port=port):  # back and empty: the policy decides again
+        back = reconciler.reconcile_now(config.key)
+        assert back.ok and back.decision is not None
+        assert back.decision.reason_code == ReasonCode.IDLE and actuator.replicas == 0
+    again = reconciler.reconcile_now(config.key)  # down again: the count restarted at 1
+    assert again.decision is not None and again.decision.reason_code == ReasonCode.FAIL_STATIC
+
+
+def test_a_paused_scaler_is_not_sized_by_the_policy(
+    reconciler: Reconciler, r: redis.Redis, redis_url: str, keys: Keys
+) -> None:
+    actuator = MemoryActuator(replicas=0)
+    config = dataclasses.replace(scaler(), pause=Pause(replicas=2))
+    reconciler.upsert(config, actuator=actuator, redis_url=redis_url)
+    enqueue(r, keys, "email", 5)
+
+    outcome = reconciler.reconcile_now(config.key)
+    assert actuator.replicas == 2 and outcome.ok
+    assert outcome.decision is not None and outcome.decision.reason_code == ReasonCode.PAUSED
+    assert outcome.observation is not None  # still observed: status and metrics stay current
+
+    resumed = dataclasses.replace(config, pause=None)
+    reconciler.upsert(resumed, actuator=actuator, redis_url=redis_url)
+    reconciler.reconcile_now(config.key)
+    assert actuator.replicas == 5

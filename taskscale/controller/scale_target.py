@@ -1,0 +1,273 @@
+"""The Kubernetes actuators: any scalable target -- a Deployment, a
+StatefulSet, or any custom resource with a ``scale`` subresource (an Argo
+Rollout, another operator's CR).
+
+``scaleTargetRef: {apiVersion, kind, name}`` defaults to ``apps/v1``
+``Deployment`` (:class:`DeploymentActuator`, which before a scale-down sets
+``controller.kubernetes.io/pod-deletion-cost`` on the Deployment's pods from
+the worker registry's busy counts, so the ReplicaSet removes idle pods first).
+Other ``apps/v1`` kinds use their typed ``scale`` calls; anything else goes
+through the custom-objects ``scale`` calls, with the kind's plural found once
+by discovery (``get_api_resources``: ``GET /apis/{group}/{version}``), which also says whether the
+kind has a ``scale`` subresource at all -- a kind without one is reported as
+``TargetNotFound`` with that reason, never written to.
+
+Only the ``scale`` subresource is ever written.  Pod-deletion-cost is set
+before a scale-down only when the scale reports a label selector
+(``status.selector``) to find the target's pods by; a custom resource
+without ``labelSelectorPath`` gets its replicas set and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from taskscale.controller.config import ScalerConfig, TargetRef
+from taskscale.controller.kube_client import (
+    DELETION_COST,
+    FIELD_MANAGER,
+    REQUEST_TIMEOUT_S,
+    api_call,
+)
+from taskscale.controller.metrics import ControllerMetrics
+from taskscale.controller.outcome import TargetNotFound
+from taskscale.controller.retries import RetrySettings
+
+T = TypeVar("T")
+
+_APPS_KINDS = {"StatefulSet": "stateful_set", "ReplicaSet": "replica_set"}
+
+
+@dataclass
+class DeploymentActuator:
+    """A Deployment's ``scale`` subresource (the Actuator protocol)."""
+
+    apps: client.AppsV1Api
+    core: client.CoreV1Api
+    namespace: str
+    name: str
+    metrics: ControllerMetrics
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    _selector: str | None = None
+    _replicas: int | None = None
+
+    def current_replicas(self) -> int:
+        scale = self._call(
+            "get_scale",
+            lambda: self.apps.read_namespaced_deployment_scale(
+                self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
+            ),
+        )
+        self._selector = scale.status.selector if scale.status is not None else None
+        self._replicas = int(scale.spec.replicas or 0) if scale.spec is not None else 0
+        return self._replicas
+
+    def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
+        if self._replicas is None:
+            self.current_replicas()
+        if self._replicas is not None and replicas < self._replicas:
+            self.set_deletion_costs(busy_by_pod)
+        self._call(
+            "patch_scale",
+            lambda: self.apps.patch_namespaced_deployment_scale(
+                self.name,
+                self.namespace,
+                {"spec": {"replicas": replicas}},
+                field_manager=FIELD_MANAGER,
+                _request_timeout=REQUEST_TIMEOUT_S,
+            ),
+        )
+        self._replicas = replicas
+
+    def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
+        """Annotate every live pod of the Deployment with its busy count (0 if
+        the registry doesn't know it); returns pod -> cost.  Pods whose
+        annotation already says so are not written."""
+        if not self._selector:
+            self.current_replicas()
+        selector = self._selector or ""
+        pods = self._call(
+            "list_pods",
+            lambda: self.core.list_namespaced_pod(
+                self.namespace, label_selector=selector, _request_timeout=REQUEST_TIMEOUT_S
+            ),
+        )
+        costs: dict[str, int] = {}
+        for pod in pods.items:
+            meta = pod.metadata
+            if meta is None or meta.name is None or meta.deletion_timestamp is not None:
+                continue
+            cost = int(busy_by_pod.get(meta.name, 0))
+            costs[meta.name] = cost
+            if (meta.annotations or {}).get(DELETION_COST) != str(cost):
+                self._annotate(meta.name, cost)
+        return costs
+
+    def _annotate(self, pod: str, cost: int) -> None:
+        body = {"metadata": {"annotations": {DELETION_COST: str(cost)}}}
+        try:
+            self._call(
+                "patch_pod",
+                lambda: self.core.patch_namespaced_pod(
+                    pod,
+                    self.namespace,
+                    body,
+                    field_manager=FIELD_MANAGER,
+                    _request_timeout=REQUEST_TIMEOUT_S,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status != 404:  # a pod that went away needs no cost
+                raise
+
+    def _call(self, operation: str, fn: Callable[[], T]) -> T:
+        try:
+            return api_call(fn, operation=operation, metrics=self.metrics, retry=self.retry)
+        except ApiException as exc:
+            if exc.status == 404 and operation in ("get_scale", "patch_scale"):
+                raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
+            raise
+
+
+@dataclass
+class ScaleTargetActuator(DeploymentActuator):
+    """The ``scale`` subresource of any kind that has one (the Actuator protocol)."""
+
+    ref: TargetRef = field(default_factory=TargetRef)
+    custom: client.CustomObjectsApi | None = None
+    _plural: str | None = None
+
+    def current_replicas(self) -> int:
+        scale = self._call("get_scale", self._read)
+        spec, status = _part(scale, "spec"), _part(scale, "status")
+        self._selector = _field(status, "selector") or None
+        self._replicas = int(_field(spec, "replicas") or 0)
+        return self._replicas
+
+    def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
+        if self._replicas is None:
+            self.current_replicas()
+        if self._replicas is not None and replicas < self._replicas and self._selector:
+            self.set_deletion_costs(busy_by_pod)
+        self._call("patch_scale", lambda: self._patch(replicas))
+        self._replicas = replicas
+
+    def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
+        if not self._selector:
+            self.current_replicas()
+        if not self._selector:  # no selector: the target's pods can't be told apart
+            return {}
+        return super().set_deletion_costs(busy_by_pod)
+
+    # --- the calls, by kind ------------------------------------------------------
+    def _read(self) -> Any:
+        if self.ref.group == "apps" and self.ref.kind in _APPS_KINDS:
+            method = getattr(self.apps, f"read_namespaced_{_APPS_KINDS[self.ref.kind]}_scale")
+            return method(self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        return self._customs().get_namespaced_custom_object_scale(
+            self.ref.group,
+            self.ref.version,
+            self.namespace,
+            self._plural_name(),
+            self.name,
+            _request_timeout=REQUEST_TIMEOUT_S,
+        )
+
+    def _patch(self, replicas: int) -> Any:
+        body = {"spec": {"replicas": replicas}}
+        if self.ref.group == "apps" and self.ref.kind in _APPS_KINDS:
+            method = getattr(self.apps, f"patch_namespaced_{_APPS_KINDS[self.ref.kind]}_scale")
+            return method(
+                self.name,
+                self.namespace,
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=REQUEST_TIMEOUT_S,
+            )
+        return self._customs().patch_namespaced_custom_object_scale(
+            self.ref.group,
+            self.ref.version,
+            self.namespace,
+            self._plural_name(),
+            self.name,
+            body,
+            field_manager=FIELD_MANAGER,
+            _request_timeout=REQUEST_TIMEOUT_S,
+        )
+
+    def _customs(self) -> client.CustomObjectsApi:
+        if self.custom is None:
+            self.custom = client.CustomObjectsApi(self.apps.api_client)
+        return self.custom
+
+    def _plural_name(self) -> str:
+        """The kind's resource name, from discovery (cached); TargetNotFound
+        when the API has no such kind or the kind has no scale subresource."""
+        if self._plural is not None:
+            return self._plural
+        if not self.ref.group:
+            raise TargetNotFound(f"{self.ref.kind}: core-group kinds are not supported")
+        try:
+            found: Any = api_call(
+                lambda: self._customs().get_api_resources(
+                    self.ref.group, self.ref.version, _request_timeout=REQUEST_TIMEOUT_S
+                ),
+                operation="get_scale",
+                metrics=self.metrics,
+                retry=self.retry,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise TargetNotFound(f"the API serves no {self.ref.api_version}") from None
+            raise
+        resources = list(getattr(found, "resources", None) or [])
+        names = {str(r.name) for r in resources}
+        for resource in resources:
+            name = str(resource.name)
+            if resource.kind == self.ref.kind and "/" not in name:
+                if f"{name}/scale" not in names:
+                    raise TargetNotFound(
+                        f"{self.ref.kind} ({self.ref.api_version}) has no scale subresource"
+                    )
+                self._plural = name
+                return name
+        raise TargetNotFound(f"the API serves no {self.ref.kind} in {self.ref.api_version}")
+
+    def _call(self, operation: str, fn: Callable[[], T]) -> T:
+        try:
+            return super()._call(operation, fn)
+        except TargetNotFound as exc:
+            if "not found" in str(exc) and str(exc).startswith("deployment "):
+                what = f"{self.ref.kind} ({self.ref.api_version})"
+                raise TargetNotFound(f"{what} {self.namespace}/{self.name} not found") from None
+            raise
+
+
+def make_actuator(
+    config: ScalerConfig,
+    *,
+    apps: client.AppsV1Api,
+    core: client.CoreV1Api,
+    metrics: ControllerMetrics,
+    retry: RetrySettings,
+) -> DeploymentActuator:
+    """The actuator for ``config``'s scaleTargetRef (a Deployment's as before)."""
+    ref = config.target_ref
+    if ref == TargetRef():
+        return DeploymentActuator(apps, core, config.namespace, config.target, metrics, retry)
+    return ScaleTargetActuator(apps, core, config.namespace, config.target, metrics, retry, ref=ref)
+
+
+def _part(scale: Any, name: str) -> Any:
+    return scale.get(name) if isinstance(scale, Mapping) else getattr(scale, name, None)
+
+
+def _field(part: Any, name: str) -> Any:
+    if part is None:
+        return None
+    return part.get(name) if isinstance(part, Mapping) else getattr(part, name, None)

@@ -1,0 +1,156 @@
+"""The policy's overrides, pure: the pause annotations and the fallback
+after K failed Redis reads (taskscale/controller/pause.py, fallback.py), and
+how a TaskScaler object's annotations and spec.fallback become the config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taskscale.controller.config import InvalidSpec, TargetRef, config_from_object
+from taskscale.controller.fallback import Fallback, fallback_decision
+from taskscale.controller.pause import (
+    PAUSED_ANNOTATION,
+    PAUSED_REPLICAS_ANNOTATION,
+    InvalidPause,
+    Pause,
+    pause_from_annotations,
+    paused_decision,
+)
+from taskscale.controller.types import ReasonCode
+
+
+def obj(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "scaleTargetRef": {"name": "w"},
+        "redis": {"url": "redis://127.0.0.1:6379/0"},
+        "taskTypes": [{"name": "email"}],
+    }
+    body.update(spec)
+    return {"metadata": {"name": "s", "annotations": annotations}, "spec": body}
+
+
+# --- pause --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        (None, None),
+        ({}, None),
+        ({PAUSED_ANNOTATION: "true"}, Pause()),
+        ({PAUSED_ANNOTATION: "True"}, Pause()),
+        ({PAUSED_ANNOTATION: "false"}, None),
+        ({PAUSED_REPLICAS_ANNOTATION: "0"}, Pause(replicas=0)),
+        ({PAUSED_REPLICAS_ANNOTATION: " 4 "}, Pause(replicas=4)),
+        # paused-replicas wins over paused, whatever paused says
+        ({PAUSED_ANNOTATION: "false", PAUSED_REPLICAS_ANNOTATION: "2"}, Pause(replicas=2)),
+    ],
+)
+def test_pause_is_read_from_the_annotations(
+    annotations: dict[str, str] | None, expected: Pause | None
+) -> None:
+    assert pause_from_annotations(annotations) == expected
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {PAUSED_ANNOTATION: "maybe"},
+        {PAUSED_REPLICAS_ANNOTATION: "-1"},
+        {PAUSED_REPLICAS_ANNOTATION: "two"},
+        {PAUSED_REPLICAS_ANNOTATION: "1.5"},
+        {PAUSED_REPLICAS_ANNOTATION: "100001"},
+    ],
+)
+def test_a_bad_pause_annotation_is_an_error_naming_it(annotations: dict[str, str]) -> None:
+    with pytest.raises(InvalidPause, match=r"taskscale\.io/paused"):
+        pause_from_annotations(annotations)
+    with pytest.raises(InvalidSpec, match=r"taskscale\.io/paused"):
+        config_from_object(obj(annotations))
+
+
+def test_paused_holds_the_current_replicas() -> None:
+    decision = paused_decision(Pause(), current=3)
+    assert (decision.desired, decision.reason_code) == (3, ReasonCode.PAUSED)
+    assert decision.reason.startswith("3 -> 3: paused by taskscale.io/paused")
+
+
+def test_paused_replicas_sets_n_whatever_the_current() -> None:
+    for current in (0, 2, 7):
+        decision = paused_decision(Pause(replicas=2), current=current)
+        assert (decision.desired, decision.reason_code) == (2, ReasonCode.PAUSED)
+        assert decision.reason == f"{current} -> 2: paused by {PAUSED_REPLICAS_ANNOTATION}: " + (
+            "holding 2 replicas"
+        )
+
+
+def test_config_carries_the_pause_and_differs_when_it_changes() -> None:
+    plain = config_from_object(obj())
+    paused = config_from_object(obj({PAUSED_REPLICAS_ANNOTATION: "1"}))
+    assert plain.pause is None and paused.pause == Pause(replicas=1)
+    assert plain != paused  # the reconciler re-registers on any config change
+
+
+# --- fallback -----------------------------------------------------------------
+
+
+def test_without_a_fallback_it_stays_fail_static_however_long_redis_is_down() -> None:
+    assert fallback_decision(None, failures=1000, current=2) is None
+
+
+def test_fallback_applies_from_the_kth_failure_on() -> None:
+    fallback = Fallback(replicas=4, after_failures=3)
+    assert fallback_decision(fallback, failures=0, current=1) is None
+    assert fallback_decision(fallback, failures=2, current=1) is None
+    for failures in (3, 4, 50):
+        decision = fallback_decision(fallback, failures=failures, current=1, error="refused")
+        assert decision is not None
+        assert (decision.desired, decision.reason_code) == (4, ReasonCode.FALLBACK)
+        assert decision.reason == (
+            f"1 -> 4: Redis could not be read for {failures} passes (refused); "
+            "fallback to 4 replicas"
+        )
+
+
+def test_fallback_may_scale_down_too() -> None:
+    decision = fallback_decision(Fallback(replicas=0, after_failures=1), failures=1, current=5)
+    assert decision is not None and decision.desired == 0
+
+
+def test_fallback_is_read_from_the_spec_with_its_default() -> None:
+    assert config_from_object(obj()).fallback is None
+    config = config_from_object(obj(fallback={"replicas": 2}))
+    assert config.fallback == Fallback(replicas=2, after_failures=3)
+    config = config_from_object(obj(fallback={"replicas": 0, "afterFailures": 1}))
+    assert config.fallback == Fallback(replicas=0, after_failures=1)
+
+
+@pytest.mark.parametrize(
+    "fallback",
+    [{}, {"afterFailures": 2}, {"replicas": -1}, {"replicas": 1, "afterFailures": 0}, "3"],
+)
+def test_a_bad_fallback_is_an_error(fallback: object) -> None:
+    with pytest.raises(InvalidSpec, match="fallback"):
+        config_from_object(obj(fallback=fallback))
+
+
+# --- scaleTargetRef --------------------------------------------------------------
+
+
+def test_scale_target_ref_defaults_to_an_apps_v1_deployment() -> None:
+    config = config_from_object(obj())
+    assert (config.target, config.target_ref) == ("w", TargetRef("apps/v1", "Deployment"))
+    ref = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "r"}
+    config = config_from_object(obj(scaleTargetRef=ref))
+    assert config.target == "r"
+    assert (config.target_ref.group, config.target_ref.version) == ("argoproj.io", "v1alpha1")
+    assert config.target_ref.kind == "Rollout"
+
+
+@pytest.mark.parametrize("ref", [{"apiVersion": "", "name": "w"}, {"kind": "", "name": "w"}])
+def test_a_bad_scale_target_ref_is_an_error(ref: dict[str, str]) -> None:
+    with pytest.raises(InvalidSpec, match="scaleTargetRef"):
+        config_from_object(obj(scaleTargetRef=ref))

@@ -1,0 +1,211 @@
+"""Scale targets other than Deployments, against a real API server: a
+StatefulSet scales 0 -> N -> 0, a custom resource with a ``scale``
+subresource (its CRD defined here) scales, and a kind without one is
+reported, not written to.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from kube_fixture import wait_for
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ctlhelpers import enqueue, finish_tasks, start_tasks
+from test_controller import (  # the fixtures are used by name
+    api,
+    condition,
+    controller,
+    create_scaler,
+    get_scaler,
+    keys,
+    taskscaler,
+)
+
+from taskscale.controller import kube
+from taskscale.controller.kube import KubeController
+from taskscale.keys import Keys
+
+pytestmark = [pytest.mark.kube, pytest.mark.integration]
+__all__ = ["api", "controller", "keys"]
+
+WIDGETS = "widgets.example.taskscale.io"
+
+
+def stateful_set(name: str, replicas: int) -> client.V1StatefulSet:
+    labels = {"app": "worker", "statefulset": name}
+    container = client.V1Container(name="worker", image="registry.invalid/taskscale/none:0")
+    return client.V1StatefulSet(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1StatefulSetSpec(
+            replicas=replicas,
+            service_name=name,
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[container]),
+            ),
+        ),
+    )
+
+
+def widget_crd(*, with_scale: bool) -> dict[str, Any]:
+    """A tiny Rollout-like kind: spec.replicas, status.replicas, a scale subresource."""
+    subresources: dict[str, Any] = {"status": {}}
+    if with_scale:
+        subresources["scale"] = {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+        }
+    plural, kind = ("widgets", "Widget") if with_scale else ("gadgets", "Gadget")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.example.taskscale.io"},
+        "spec": {
+            "group": "example.taskscale.io",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": subresources,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def widgets(api: client.ApiClient) -> Iterator[None]:
+    """The Widget (with scale) and Gadget (without) kinds, served."""
+    custom = client.CustomObjectsApi(api)
+    for with_scale in (True, False):
+        kube.install_crd(api, widget_crd(with_scale=with_scale))
+    for plural in ("widgets", "gadgets"):
+        wait_for(
+            lambda p=plural: _lists(custom, p),  # type: ignore[misc]
+            timeout=60,
+            what=f"{plural} to be served",
+        )
+    yield
+
+
+def _lists(custom: client.CustomObjectsApi, plural: str) -> bool:
+    try:
+        custom.list_cluster_custom_object("example.taskscale.io", "v1", plural)
+    except ApiException:
+        return False
+    return True
+
+
+def sts_replicas(api: client.ApiClient, namespace: str, name: str) -> int:
+    scale: Any = client.AppsV1Api(api).read_namespaced_stateful_set_scale(name, namespace)
+    return int(scale.spec.replicas or 0)
+
+
+def widget_replicas(api: client.ApiClient, namespace: str, name: str) -> int:
+    obj: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        "example.taskscale.io", "v1", namespace, "widgets", name
+    )
+    return int(obj["spec"]["replicas"])
+
+
+def test_a_stateful_set_scales_from_zero_to_demand_and_back_to_zero(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    client.AppsV1Api(api).create_namespaced_stateful_set(ns, stateful_set("email-worker", 0))
+    ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "email-worker"}
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url, scaleTargetRef=ref))
+    wait_for(lambda: condition(get_scaler(api, ns, "emails"), "Ready"), what="first status")
+    assert sts_replicas(api, ns, "email-worker") == 0
+
+    enqueue(r, keys, "email", 3)
+    wait_for(lambda: sts_replicas(api, ns, "email-worker") == 3, what="StatefulSet 0 -> 3")
+    start_tasks(r, keys, "email", 3)
+    finish_tasks(r, keys, "email", 3)
+    wait_for(lambda: sts_replicas(api, ns, "email-worker") == 0, what="StatefulSet 3 -> 0")
+    ready = condition(get_scaler(api, ns, "emails"), "Ready")
+    assert ready is not None and ready["status"] == "True"
+
+
+def test_a_custom_resource_with_a_scale_subresource_scales(
+    api: client.ApiClient,
+    widgets: None,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    custom = client.CustomObjectsApi(api)
+    widget = {
+        "apiVersion": "example.taskscale.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "email-worker"},
+        "spec": {"replicas": 0, "color": "blue"},
+    }
+    custom.create_namespaced_custom_object("example.taskscale.io", "v1", ns, "widgets", widget)
+    ref = {"apiVersion": "example.taskscale.io/v1", "kind": "Widget", "name": "email-worker"}
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url, scaleTargetRef=ref))
+
+    enqueue(r, keys, "email", 2)
+    wait_for(lambda: widget_replicas(api, ns, "email-worker") == 2, what="Widget 0 -> 2")
+    obj: Any = custom.get_namespaced_custom_object(
+        "example.taskscale.io", "v1", ns, "widgets", "email-worker"
+    )
+    assert obj["spec"]["color"] == "blue"  # only the scale subresource was written
+    start_tasks(r, keys, "email", 2)
+    finish_tasks(r, keys, "email", 2)
+    wait_for(lambda: widget_replicas(api, ns, "email-worker") == 0, what="Widget 2 -> 0")
+
+
+def test_a_kind_without_a_scale_subresource_is_reported_and_not_written(
+    api: client.ApiClient,
+    widgets: None,
+    kube_namespace: str,
+    controller: KubeController,
+    redis_url: str,
+) -> None:
+    ns = kube_namespace
+    custom = client.CustomObjectsApi(api)
+    gadget = {
+        "apiVersion": "example.taskscale.io/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "email-worker"},
+        "spec": {"replicas": 1},
+    }
+    custom.create_namespaced_custom_object("example.taskscale.io", "v1", ns, "gadgets", gadget)
+    ref = {"apiVersion": "example.taskscale.io/v1", "kind": "Gadget", "name": "email-worker"}
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url, scaleTargetRef=ref))
+
+    def not_ready() -> dict[str, Any] | None:
+        c = condition(get_scaler(api, ns, "emails"), "Ready")
+        return c if c and c["status"] == "False" else None
+
+    ready = wait_for(not_ready, what="Ready=False")
+    assert ready["reason"] == "TargetNotFound"
+    assert "has no scale subresource" in ready["message"]
