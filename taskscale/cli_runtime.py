@@ -160,6 +160,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--lease", type=seconds, default=10.0, help="worker lease, s (reap period/2)")
     p.add_argument("--batch", type=count, default=1000, help="most promoted per type per call")
     p.add_argument("--max-sleep", type=seconds, default=1.0, help="longest sleep, seconds")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics, /healthz and /readyz here",
+    )
     p.set_defaults(func=_guarded(_scheduler))
 
     p = subparsers.add_parser("enqueue", help="enqueue tasks")
@@ -257,14 +263,19 @@ def _scheduler(args: argparse.Namespace) -> int:
     import signal
 
     from taskscale.scheduler import Scheduler, SchedulerSettings
+    from taskscale.scheduler_metrics import SchedulerMetrics
 
     client, keys = _client(args)
+    metrics = SchedulerMetrics(lease_s=args.lease)
+    if args.metrics_port is not None:
+        metrics.serve(port=args.metrics_port)
     scheduler = Scheduler(
         client,
         keys=keys,
         settings=SchedulerSettings(
             promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
         ),
+        metrics=metrics,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: scheduler.stop())
