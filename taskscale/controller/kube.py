@@ -108,6 +108,7 @@ class DeploymentActuator:
     name: str
     metrics: ControllerMetrics
     retry: RetrySettings = field(default_factory=RetrySettings)
+    scaler: str | None = None  #: ``namespace/name`` of the TaskScaler, for error metrics
     _selector: str | None = None
     _replicas: int | None = None
 
@@ -182,7 +183,9 @@ class DeploymentActuator:
 
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         try:
-            return api_call(fn, operation=operation, metrics=self.metrics, retry=self.retry)
+            return api_call(
+                fn, operation=operation, metrics=self.metrics, retry=self.retry, scaler=self.scaler
+            )
         except ApiException as exc:
             if exc.status == 404 and operation in ("get_scale", "patch_scale"):
                 raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
@@ -395,6 +398,7 @@ class KubeController:
             scaler.target,
             self.metrics,
             self.settings.api_retry,
+            scaler=scaler.key,
         )
         self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
 
@@ -414,6 +418,7 @@ class KubeController:
             operation="get_secret",
             metrics=self.metrics,
             retry=self.settings.api_retry,
+            scaler=scaler.key,
         )
         data = secret.data or {}
         if ref.secret_key not in data:

@@ -44,6 +44,7 @@ _STAT_FIELDS: tuple[str, ...] = (
     "failed",
     "service_ms",
     "wait_ms",
+    "dead",
 )
 
 
@@ -176,12 +177,13 @@ def _lead_ms(request: ObserveRequest) -> int:
 def _type_observation(
     task_type: str, active: Any, idle: Any, row: Sequence[Any], upcoming: Any
 ) -> TypeObservation:
-    queued, due, *stats = row
+    queued, due, overdue_ms, *stats = row
     counters = [_int_or_zero(v) for v in stats]
     return TypeObservation(
         task_type=task_type,
         queued=int(queued),
         due=int(due),
+        oldest_due_s=int(overdue_ms) / 1000,
         upcoming=int(upcoming),
         active=max(0, _int_or_zero(active)),
         idle_since=None if idle is None else float(idle),
@@ -191,6 +193,7 @@ def _type_observation(
         failed_total=counters[3],
         service_ms_total=counters[4],
         wait_ms_total=counters[5],
+        dead_total=counters[6],
     )
 
 

@@ -93,6 +93,8 @@ class TypeObservation:
     upcoming: int = 0  #: delayed tasks due within the warm-up lead (not yet due)
     active: int = 0  #: ACTIVE_TASKS[type]
     idle_since: float | None = None  #: IDLE_SINCE[type] (unix s); None = never completed
+    #: Seconds since the oldest due delayed task became due (0: none is due).
+    oldest_due_s: float = 0.0
     # Monotonic counters from the type's stats hash (see taskscale.keys.STAT_FIELDS);
     # the policy differences them across history to get rates.
     enqueued_total: int = 0
@@ -101,6 +103,7 @@ class TypeObservation:
     failed_total: int = 0
     service_ms_total: int = 0
     wait_ms_total: int = 0
+    dead_total: int = 0  #: tasks dead-lettered (stats field ``dead``)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers}
---   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
+--   per_type[i] = {queued, due, oldest_due_ms, stats field values (m, nil if unset)...}
+--                 oldest_due_ms: how long ago the oldest due delayed task became
+--                 due (0 when none is due): a scheduler keeps it near 0
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
 
@@ -83,14 +85,18 @@ local function counts(name)
         keys[j + 1] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
     end
     local remaining = redis.call('EXISTS', unpack(keys))
-    local queued, due, size = 0, 0, 0
+    local queued, due, size, overdue_ms = 0, 0, 0, 0
     if remaining == 0 then
-        return delayed, size, queued, due
+        return delayed, size, queued, due, overdue_ms
     end
     size = redis.call('ZCARD', delayed)
     if size > 0 then
         remaining = remaining - 1
         due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
+        if due > 0 then
+            local oldest = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+            overdue_ms = math.max(0, now_ms - math.floor(tonumber(oldest[2])))
+        end
     end
     local j = 2
     while remaining > 0 do
@@ -101,7 +107,7 @@ local function counts(name)
         end
         j = j + 1
     end
-    return delayed, size, queued, due
+    return delayed, size, queued, due, overdue_ms
 end
 
 local per_type = {}
@@ -109,14 +115,14 @@ local delayed_keys = {}
 local delayed_size = {}
 for i = 1, n do
     local name = names[i]
-    local delayed, size, queued, due = counts(name)
+    local delayed, size, queued, due, overdue_ms = counts(name)
     delayed_keys[i] = delayed
     delayed_size[i] = size
-    local row = {queued, due}
+    local row = {queued, due, overdue_ms}
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
-            row[2 + j] = values[j]
+            row[3 + j] = values[j]
         end
     end
     per_type[i] = row
