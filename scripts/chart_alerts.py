@@ -40,6 +40,14 @@ def helm() -> str:
     return found
 
 
+def kube_version() -> str:
+    """The Kubernetes version the chart is checked against (e2e/cluster/versions.env)."""
+    for line in (REPO / "e2e/cluster/versions.env").read_text().splitlines():
+        if line.startswith("KUBE_VERSION="):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise SystemExit("chart_alerts.py: KUBE_VERSION missing from e2e/cluster/versions.env")
+
+
 def rendered() -> str:
     out = subprocess.run(
         [
@@ -47,6 +55,8 @@ def rendered() -> str:
             "template",
             "ts",
             str(CHART),
+            "--kube-version",
+            kube_version(),
             "--set",
             "metrics.prometheusRule.enabled=true",
             "--show-only",

@@ -63,16 +63,15 @@ def test_every_alert_links_its_runbook_in_the_operating_guide() -> None:
         )
 
 
-def test_thresholds_and_runbook_base_come_from_values() -> None:
-    objects = render(
-        set_values={
-            "metrics.prometheusRule.enabled": "true",
-            "metrics.prometheusRule.thresholds.overdueSeconds": "300",
-            "metrics.prometheusRule.thresholds.noSchedulerFor": "7m",
-            "metrics.prometheusRule.thresholds.taskFailureRatio": "0.25",
-            "metrics.prometheusRule.runbookBaseUrl": "https://wiki.example.com/taskscale",
-        }
-    )
+def test_thresholds_and_runbook_base_come_from_values(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    rule_values = {
+        "enabled": True,
+        "runbookBaseUrl": "https://wiki.example.com/taskscale",
+        "thresholds": {"overdueSeconds": 300, "noSchedulerFor": "7m", "taskFailureRatio": 0.25},
+    }
+    values.write_text(yaml.safe_dump({"metrics": {"prometheusRule": rule_values}}))
+    objects = render(values_files=[values])
     by_name = {
         r["alert"]: r for g in one(objects, "PrometheusRule")["spec"]["groups"] for r in g["rules"]
     }

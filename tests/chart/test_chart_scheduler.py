@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from chartlib import CHART, by_kind, helm, one, render
+from kube_fixture import KubeCluster
 
 SCHEDULER = "ts-taskscale-scheduler"
 
@@ -78,14 +80,37 @@ def test_scheduler_takes_its_url_from_a_secret_and_mounts_extra_volumes() -> Non
     assert workers["spec"]["namespaceSelector"] == {"any": True}
 
 
-def test_with_no_redis_known_no_scheduler_is_rendered_and_notes_warn() -> None:
+def test_with_no_redis_known_no_scheduler_is_rendered() -> None:
     assert not [d for d in by_kind(render(), "Deployment") if "scheduler" in d["metadata"]["name"]]
-    notes = helm("install", "ts", CHART, "--dry-run=client", "--namespace", "x").stdout
-    assert "WARNING" in notes and "scheduler.redis.url" in notes
     off = render(
         values_files=[CHART / "ci/examples-values.yaml"], set_values={"scheduler.enabled": "false"}
     )
     assert not [d for d in by_kind(off, "Deployment") if d["metadata"]["name"] == SCHEDULER]
+
+
+@pytest.mark.kube
+def test_notes_warn_when_no_scheduler_runs_and_name_it_when_one_does(
+    kube_cluster: KubeCluster, kube_namespace: str
+) -> None:
+    def notes(*extra: str) -> str:
+        return helm(
+            "install",
+            "ts",
+            CHART,
+            "--dry-run=client",
+            "--namespace",
+            kube_namespace,
+            *extra,
+            env={"KUBECONFIG": str(kube_cluster.kubeconfig)},
+        ).stdout
+
+    assert "WARNING: no scheduler is running: set scheduler.redis.url" in notes()
+    running = notes("--set", "scheduler.redis.url=redis://redis:6379/0")
+    assert "WARNING" not in running
+    assert (
+        "Scheduler: 2 replica(s) of `taskscale scheduler` (Deployment ts-taskscale-scheduler)"
+        in running
+    )
 
 
 def test_worker_pod_monitor_is_off_by_default_and_example_workers_match_it() -> None:
