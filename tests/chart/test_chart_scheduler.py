@@ -100,6 +100,8 @@ def test_notes_warn_when_no_scheduler_runs_and_name_it_when_one_does(
             "--dry-run=client",
             "--namespace",
             kube_namespace,
+            "--set",
+            "crds.install=false",  # the session's CRD belongs to another release
             *extra,
             env={"KUBECONFIG": str(kube_cluster.kubeconfig)},
         ).stdout
