@@ -168,13 +168,13 @@ def watch_replicas(api: client.ApiClient, mode: Mode) -> None:
 def wait_idle(mode: Mode, r: redis.Redis, timeout: float = 120.0) -> None:
     """Until the Deployment is at 0 and the controller's last pass saw 0."""
     assert mode.controller is not None
-    metrics, scaler = mode.controller.metrics, f"{mode.namespace}/bench"
+    metrics, scaler = mode.controller.metrics, {"namespace": mode.namespace, "name": "bench"}
     for key in mode.keys.queues(TASK_TYPE):
         r.delete(key)
     deadline = time.monotonic() + timeout
     while True:
-        current = metrics.sample("taskscale_current_replicas", {"scaler": scaler})
-        desired = metrics.sample("taskscale_desired_replicas", {"scaler": scaler})
+        current = metrics.sample("taskscale_current_replicas", scaler)
+        desired = metrics.sample("taskscale_desired_replicas", scaler)
         if current == 0 and desired == 0:
             break
         if time.monotonic() > deadline:

@@ -72,6 +72,7 @@ def install_chart(
 
     ctl_repo, ctl_tag = repo_tag(images["controller"])
     wrk_repo, wrk_tag = repo_tag(images["worker"])
+    worker_image = {"repository": wrk_repo, "tag": wrk_tag, "pullPolicy": "Never"}
     values = {
         "image": {"repository": ctl_repo, "tag": ctl_tag, "pullPolicy": "Never"},
         "controller": {
@@ -80,17 +81,18 @@ def install_chart(
             "leaderElection": {"enabled": True},
             "logLevel": "debug",
         },
+        # The chart's own scheduler, on the examples' Redis (none in host mode).
+        "scheduler": {"enabled": env.pods, "image": worker_image},
         "examples": {
             "enabled": True,
             "redis": redis_values(images, redis_pod),
             "redisUrl": worker_redis_url,
             "worker": {
-                "image": {"repository": wrk_repo, "tag": wrk_tag, "pullPolicy": "Never"},
+                "image": worker_image,
                 "types": list(TYPES),
                 "threads": 4,
                 "graceSeconds": 20,
             },
-            "scheduler": {"enabled": env.pods},
             "taskScaler": {
                 "tasksPerReplica": 4,
                 "minReplicas": 0,

@@ -8,7 +8,7 @@ from e2e.cluster.localcluster import SERVICE_CIDR
 
 RELEASE = "tse2e"
 WORKER = f"{RELEASE}-taskscale-example-worker"
-TYPES = ("sleep", "noop")
+TYPES = ("sleep", "noop", "fail")  # fail: retries and dead letters (test_scheduler.py)
 
 # The example Redis Service's fixed ClusterIP on the local cluster (no cluster
 # DNS there): in the static band of SERVICE_CIDR, which dynamic allocation avoids.

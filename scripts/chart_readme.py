@@ -1,13 +1,16 @@
-"""Write charts/taskscale/README.md's values table from values.yaml.
+"""Write charts/taskscale/README.md's values table, and the descriptions in
+values.schema.json, from values.yaml.
 
 The comment lines right above a key in values.yaml are its description; the
 default is the loaded value. A mapping is listed key by key when some key
-inside it has a comment, else as one row holding the whole mapping.
+inside it has a comment, else as one row holding the whole mapping. Every
+schema property whose key has a comment gets it as its ``description`` (what
+editors and ``helm show values`` readers see).
 
-    python scripts/chart_readme.py          # rewrite the README's table
-    python scripts/chart_readme.py --check  # exit 1 if the README is stale
+    python scripts/chart_readme.py          # rewrite the README's table and the schema
+    python scripts/chart_readme.py --check  # exit 1 if either is stale
 
-tests/chart/test_chart_readme.py runs the check, so the table cannot drift.
+tests/chart/test_chart_readme.py runs the check, so neither can drift.
 """
 
 from __future__ import annotations
@@ -85,20 +88,49 @@ def render(readme: str, values_yaml: str) -> str:
     return f"{head}{START}\n{table(values_yaml)}\n{END}{tail}"
 
 
+def describe(schema: dict[str, Any], notes: dict[str, str], prefix: str = "") -> dict[str, Any]:
+    """``schema`` with each property's description set from ``notes`` (by dotted path)."""
+    out = dict(schema)
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        described = {}
+        for key, sub in props.items():
+            path = f"{prefix}{key}"
+            sub = describe(sub, notes, path + ".")
+            if path in notes:
+                sub = {
+                    "description": notes[path],
+                    **{k: v for k, v in sub.items() if k != "description"},
+                }
+            described[key] = sub
+        out["properties"] = described
+    return out
+
+
+def schema_text(schema_json: str, values_yaml: str) -> str:
+    return json.dumps(describe(json.loads(schema_json), comments(values_yaml)), indent=2) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the README is stale")
     args = parser.parse_args(argv)
-    readme_path = CHART / "README.md"
-    readme = readme_path.read_text()
-    wanted = render(readme, (CHART / "values.yaml").read_text())
-    if args.check:
-        if wanted != readme:
-            print(f"{readme_path} is stale: run python scripts/chart_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    readme_path.write_text(wanted)
-    return 0
+    values = (CHART / "values.yaml").read_text()
+    stale = 0
+    for path, make in (
+        (CHART / "README.md", lambda text: render(text, values)),
+        (CHART / "values.schema.json", lambda text: schema_text(text, values)),
+    ):
+        current = path.read_text()
+        wanted = make(current)
+        if wanted == current:
+            continue
+        if args.check:
+            print(f"{path} is stale: run python scripts/chart_readme.py", file=sys.stderr)
+            stale = 1
+        else:
+            path.write_text(wanted)
+    return stale
 
 
 if __name__ == "__main__":

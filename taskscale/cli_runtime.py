@@ -164,6 +164,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--lease", type=seconds, default=10.0, help="worker lease, s (reap period/2)")
     p.add_argument("--batch", type=count, default=1000, help="most promoted per type per call")
     p.add_argument("--max-sleep", type=seconds, default=1.0, help="longest sleep, seconds")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics, /healthz and /readyz here",
+    )
     p.set_defaults(func=_guarded(_scheduler))
 
     p = subparsers.add_parser("enqueue", help="enqueue tasks")
@@ -286,13 +292,21 @@ def _scheduler(args: argparse.Namespace) -> int:
     import signal
 
     from taskscale.scheduler import Scheduler, SchedulerSettings
+    from taskscale.scheduler_metrics import SchedulerMetrics
 
     client, shards = _sharded_client(args)
     settings = SchedulerSettings(
         promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
     )
+    # one metrics registry for the process: every namespace's scheduler counts into it
+    metrics = SchedulerMetrics(lease_s=args.lease)
+    if args.metrics_port is not None:
+        metrics.serve(port=args.metrics_port)
     # one scheduler per namespace (shard), all in this process
-    schedulers = [Scheduler(client, keys=Keys(ns), settings=settings) for ns in shards.namespaces]
+    schedulers = [
+        Scheduler(client, keys=Keys(ns), settings=settings, metrics=metrics)
+        for ns in shards.namespaces
+    ]
 
     def stop(*_: object) -> None:
         for scheduler in schedulers:

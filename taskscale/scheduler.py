@@ -28,7 +28,9 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
@@ -37,7 +39,11 @@ from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient, node_client
 
+if TYPE_CHECKING:
+    from taskscale.scheduler_metrics import SchedulerMetrics
+
 log = logging.getLogger("taskscale.scheduler")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,10 @@ class Scheduler:
         *,
         keys: Keys | None = None,
         settings: SchedulerSettings | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.redis = client
+        self.metrics = metrics
         self.keys = keys or Keys.from_env()
         self.settings = settings or SchedulerSettings()
         self._scripts = scripts_for(client)
@@ -180,13 +188,17 @@ class Scheduler:
         try:
             while not self._stop.is_set():
                 if time.monotonic() >= next_beat:
-                    retrying(self.beat, give_up_when=self._stop.is_set)
+                    alive = self._retrying(self.beat)
+                    if self.metrics is not None:
+                        self.metrics.beat(alive)
                     next_beat = time.monotonic() + self.settings.lease_s / 4
                 if time.monotonic() >= next_reap:
                     self._reap_logged()
                     next_reap = time.monotonic() + self.settings.lease_s / 2
-                result = retrying(self.promote, give_up_when=self._stop.is_set)
+                result = self._retrying(self.promote)
                 self.promoted += result.promoted
+                if self.metrics is not None:
+                    self.metrics.promoted(result.promoted, result.lateness_ms)
                 if result.promoted:
                     self.lateness_ms.append(result.lateness_ms)
                 if result.more:
@@ -207,10 +219,25 @@ class Scheduler:
         return 0
 
     def _reap_logged(self) -> None:
-        workers, tasks = retrying(self.reap, give_up_when=self._stop.is_set)
+        workers, tasks = self._retrying(self.reap)
         self.reaped_tasks += tasks
+        if self.metrics is not None:
+            self.metrics.reaped(workers, tasks)
         if workers:
             log.warning("reaped %d dead worker(s); %d task(s) back in their queues", workers, tasks)
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """``fn`` retried until stop, every failed attempt counted."""
+
+        def counted() -> T:
+            try:
+                return fn()
+            except TRANSIENT_ERRORS:
+                if self.metrics is not None:
+                    self.metrics.redis_error()
+                raise
+
+        return retrying(counted, give_up_when=self._stop.is_set)
 
     def _sleep(self, seconds: float, alarm: _Alarm) -> None:
         if seconds <= 0:

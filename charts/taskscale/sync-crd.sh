@@ -2,10 +2,13 @@
 # Copy the files the chart shares with deploy/ into the chart, which can't
 # read outside its own directory:
 #   deploy/crd/taskscaler.yaml              -> templates/crd.yaml (behind crds.install)
-#   deploy/prometheus/taskscale-alerts.yaml -> files/alerts.yaml
 #   deploy/grafana/taskscale.json           -> files/taskscale-dashboard.json
 #   deploy/crd/taskscaler.yaml              -> taskscale/controller/crd.yaml (in the wheel)
 # deploy/ is the source of truth; tests/chart checks the copies are current.
+# The alerts go the other way: templates/prometheusrule.yaml (thresholds from
+# values) is their source, and deploy/prometheus/taskscale-alerts.yaml is its
+# rendering with the default values (python scripts/chart_readme.py writes it
+# given helm; tests/chart checks it).
 #
 # Usage: bash charts/taskscale/sync-crd.sh [--check]
 #   --check  change nothing; exit 1 (and say which) if a copy is out of date
@@ -55,6 +58,5 @@ sync() {  # $1: target (relative to the chart); stdin: wanted content
 render_crd | sync templates/crd.yaml
 # The wheel carries the CRD too (`taskscale crd | kubectl apply -f -`).
 sync ../../taskscale/controller/crd.yaml < "$repo/deploy/crd/taskscaler.yaml"
-sync files/alerts.yaml < "$repo/deploy/prometheus/taskscale-alerts.yaml"
 sync files/taskscale-dashboard.json < "$repo/deploy/grafana/taskscale.json"
 exit "$stale"

@@ -304,6 +304,7 @@ class KubeController:
             core=self._core,
             metrics=self.metrics,
             retry=self.settings.api_retry,
+            scaler=scaler.key,
         )
         try:
             self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
@@ -327,6 +328,7 @@ class KubeController:
             operation="get_secret",
             metrics=self.metrics,
             retry=self.settings.api_retry,
+            scaler=scaler.key,
         )
         data = secret.data or {}
         if ref.secret_key not in data:

@@ -113,14 +113,20 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def api_call(
-    fn: Callable[[], T], *, operation: str, metrics: ControllerMetrics, retry: RetrySettings
+    fn: Callable[[], T],
+    *,
+    operation: str,
+    metrics: ControllerMetrics,
+    retry: RetrySettings,
+    scaler: str | None = None,
 ) -> T:
-    """Call the API with retries; every failed attempt is counted under ``operation``."""
+    """Call the API with retries; every failed attempt is counted under
+    ``operation`` (and the ``namespace/name`` of the scaler it was made for)."""
     return call_with_retries(
         fn,
         settings=retry,
         retry_if=is_transient,
-        on_error=lambda exc: metrics.count_api_error(operation),
+        on_error=lambda exc: metrics.count_api_error(operation, scaler),
     )
 
 

@@ -170,6 +170,7 @@ class KubeReporter:
                 operation="patch_status",
                 metrics=self._metrics,
                 retry=self._retry,
+                scaler=f"{namespace}/{name}",
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -276,6 +277,7 @@ class KubeReporter:
                 operation="create_event",
                 metrics=self._metrics,
                 retry=self._retry,
+                scaler=f"{namespace}/{name}",
             )
         except ApiException as exc:
             log.warning("event %s on %s/%s not posted: %s", reason, namespace, name, exc.reason)

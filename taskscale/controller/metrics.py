@@ -2,17 +2,29 @@
 
 Every metric the controller exports is defined here, so names, units and
 labels are reviewed in one place: one ``taskscale_`` prefix, base units,
-``_total`` counters, and labels drawn from small known sets (scaler
-``namespace/name``, task type, a fixed list of operations and reasons --
-never a task id or an error message).  Error counters are created at 0 for
-every operation, so a dashboard or an alert sees the series before the first
-error.  Each :class:`ControllerMetrics` has its own registry, so tests and
-several controllers in one process never share counters.
+``_total`` counters, and labels drawn from small known sets (the TaskScaler's
+``namespace`` and ``name``, task type, a fixed list of operations and reasons
+-- never a task id or an error message).
+
+A scaler is two labels, ``namespace`` and ``name``, the names kube-state-metrics
+uses for a custom resource's metadata, so a query can join our series with
+``kube_customresource_*`` (or, through ``namespace``, with any Kubernetes
+object's).  The controller reports on many namespaces, so its scrape must keep
+these labels (``honorLabels: true``, as the chart's ServiceMonitor sets).
+
+Error counters are created at 0 for every operation -- per scaler for the
+calls made on a scaler's behalf, with empty scaler labels for the rest
+(listing and watching TaskScalers, the Lease) -- so a dashboard or an alert
+sees the series before the first error.  Each :class:`ControllerMetrics` has
+its own registry, so tests and several controllers in one process never share
+counters.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Iterator
 
 from prometheus_client import (
     CollectorRegistry,
@@ -20,6 +32,8 @@ from prometheus_client import (
     Gauge,
     Histogram,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from taskscale.controller.types import Observation, ReasonCode
 from taskscale.metrics import register_process_metrics
@@ -39,7 +53,16 @@ API_OPERATIONS = (
     "get_secret",
     "lease",
 )
+#: API operations made on no particular scaler's behalf (empty scaler labels).
+UNSCOPED_API_OPERATIONS = ("list_scalers", "watch_scalers", "lease")
 DIRECTIONS = ("up", "down")
+SCALER = ("namespace", "name")
+#: Redis stats counters re-exported per type: (field of TypeObservation, name, help).
+_REDIS_COUNTERS = (
+    ("completed_total", "completed_tasks", "Tasks that completed, counted in Redis."),
+    ("failed_total", "failed_runs", "Task runs that raised (each attempt), counted in Redis."),
+    ("dead_total", "dead_tasks", "Tasks moved to the dead-letter list, counted in Redis."),
+)
 
 
 class ControllerMetrics:
@@ -52,20 +75,39 @@ class ControllerMetrics:
         self.desired_replicas = Gauge(
             "taskscale_desired_replicas",
             "Replicas the policy asked for in the last reconcile.",
-            ["scaler"],
+            SCALER,
             registry=r,
         )
         self.current_replicas = Gauge(
             "taskscale_current_replicas",
             "Replicas the target was set to when last read.",
-            ["scaler"],
+            SCALER,
+            registry=r,
+        )
+        self.max_replicas = Gauge(
+            "taskscale_max_replicas",
+            "The TaskScaler's maxReplicas.",
+            SCALER,
+            registry=r,
+        )
+        self.schedulers_alive = Gauge(
+            "taskscale_observed_schedulers",
+            "Schedulers with a live heartbeat on the scaler's Redis at the last observation.",
+            SCALER,
+            registry=r,
+        )
+        self.oldest_due_seconds = Gauge(
+            "taskscale_observed_oldest_due_seconds",
+            "Seconds since the oldest due, not yet promoted, delayed task became due "
+            "(0: none is due; a running scheduler keeps it near 0).",
+            [*SCALER, "type"],
             registry=r,
         )
         self._observed = {
             field: Gauge(
                 f"taskscale_observed_{field}_tasks",
                 f"Tasks {help_text} at the last observation.",
-                ["scaler", "type"],
+                [*SCALER, "type"],
                 registry=r,
             )
             for field, help_text in (
@@ -78,25 +120,25 @@ class ControllerMetrics:
         self.observed_idle_seconds = Gauge(
             "taskscale_observed_idle_seconds",
             "Seconds since the last task of the type finished (Redis clock).",
-            ["scaler", "type"],
+            [*SCALER, "type"],
             registry=r,
         )
         self.oldest_task_age = Gauge(
             "taskscale_oldest_task_age_seconds",
             "Seconds the oldest ready (or due) task of the type has waited (0 = none waiting).",
-            ["scaler", "type"],
+            [*SCALER, "type"],
             registry=r,
         )
         self.scale_events = Counter(
             "taskscale_scale_events_total",
             "Scale changes applied, by direction and decision reason.",
-            ["scaler", "direction", "reason"],
+            [*SCALER, "direction", "reason"],
             registry=r,
         )
         self.decisions = Counter(
             "taskscale_decisions_total",
             "Policy decisions, by reason.",
-            ["scaler", "reason"],
+            [*SCALER, "reason"],
             registry=r,
         )
         self.reconcile_duration = Histogram(
@@ -107,14 +149,14 @@ class ControllerMetrics:
         )
         self.redis_errors = Counter(
             "taskscale_redis_errors_total",
-            "Failed Redis calls (every attempt, retried or not).",
-            ["operation"],
+            "Failed Redis calls (every attempt, retried or not), per scaler they served.",
+            ["operation", *SCALER],
             registry=r,
         )
         self.api_errors = Counter(
             "taskscale_kube_api_errors_total",
             "Failed Kubernetes API calls (every attempt, retried or not).",
-            ["operation"],
+            ["operation", *SCALER],
             registry=r,
         )
         self.leader = Gauge(
@@ -124,61 +166,131 @@ class ControllerMetrics:
         )
         self.scalers = Gauge("taskscale_scalers", "TaskScalers being reconciled.", registry=r)
         for op in REDIS_OPERATIONS:
-            self.redis_errors.labels(operation=op)
+            self.redis_errors.labels(op, "", "")
         for op in API_OPERATIONS:
-            self.api_errors.labels(operation=op)
+            self.api_errors.labels(op, "", "")
+        self._redis_counters = _RedisCounters()
+        r.register(self._redis_counters)
 
     # --- recording -----------------------------------------------------------
-    def count_redis_error(self, operation: str) -> None:
-        self.redis_errors.labels(operation=_known(operation, REDIS_OPERATIONS)).inc()
+    def add_scaler(self, scaler: str, *, max_replicas: int) -> None:
+        """A scaler is reconciled: its error series start at 0, its max is known."""
+        ns, name = split_scaler(scaler)
+        for op in REDIS_OPERATIONS:
+            self.redis_errors.labels(op, ns, name)
+        for op in API_OPERATIONS:
+            if op not in UNSCOPED_API_OPERATIONS:
+                self.api_errors.labels(op, ns, name)
+        self.max_replicas.labels(ns, name).set(max_replicas)
 
-    def count_api_error(self, operation: str) -> None:
-        self.api_errors.labels(operation=_known(operation, API_OPERATIONS)).inc()
+    def count_redis_error(self, operation: str, *scalers: str) -> None:
+        """One failed call, counted for each scaler it was made for."""
+        op = _known(operation, REDIS_OPERATIONS)
+        for labels in [split_scaler(s) for s in scalers] or [("", "")]:
+            self.redis_errors.labels(op, *labels).inc()
+
+    def count_api_error(self, operation: str, scaler: str | None = None) -> None:
+        labels = split_scaler(scaler) if scaler else ("", "")
+        self.api_errors.labels(_known(operation, API_OPERATIONS), *labels).inc()
 
     def record_observation(self, scaler: str, observation: Observation) -> None:
-        for name, t in observation.types.items():
+        ns, name = split_scaler(scaler)
+        if observation.schedulers_alive is not None:
+            self.schedulers_alive.labels(ns, name).set(observation.schedulers_alive)
+        for type_name, t in observation.types.items():
             for field, gauge in self._observed.items():
-                gauge.labels(scaler=scaler, type=name).set(getattr(t, field))
+                gauge.labels(ns, name, type_name).set(getattr(t, field))
             idle = 0.0 if t.idle_since is None else max(0.0, observation.at - t.idle_since)
             if t.active or t.queued or t.due:
                 idle = 0.0
-            self.observed_idle_seconds.labels(scaler=scaler, type=name).set(idle)
+            self.observed_idle_seconds.labels(ns, name, type_name).set(idle)
+            self.oldest_due_seconds.labels(ns, name, type_name).set(t.oldest_due_s or 0.0)
             age = max(t.oldest_ready_s or 0.0, t.oldest_due_s or 0.0)
-            self.oldest_task_age.labels(scaler=scaler, type=name).set(age)
+            self.oldest_task_age.labels(ns, name, type_name).set(age)
+            self._redis_counters.set(
+                (ns, name, type_name), tuple(getattr(t, f) for f, _, _ in _REDIS_COUNTERS)
+            )
 
     def record_decision(self, scaler: str, *, current: int, desired: int, reason: str) -> None:
-        self.current_replicas.labels(scaler=scaler).set(current)
-        self.desired_replicas.labels(scaler=scaler).set(desired)
-        self.decisions.labels(scaler=scaler, reason=_known(reason, ReasonCode.ALL)).inc()
+        ns, name = split_scaler(scaler)
+        self.current_replicas.labels(ns, name).set(current)
+        self.desired_replicas.labels(ns, name).set(desired)
+        self.decisions.labels(ns, name, _known(reason, ReasonCode.ALL)).inc()
 
     def record_scale(self, scaler: str, *, before: int, after: int, reason: str) -> None:
+        ns, name = split_scaler(scaler)
         direction = "up" if after > before else "down"
-        self.scale_events.labels(
-            scaler=scaler, direction=direction, reason=_known(reason, ReasonCode.ALL)
-        ).inc()
-        self.current_replicas.labels(scaler=scaler).set(after)
+        self.scale_events.labels(ns, name, direction, _known(reason, ReasonCode.ALL)).inc()
+        self.current_replicas.labels(ns, name).set(after)
 
     def forget_scaler(self, scaler: str, types: tuple[str, ...]) -> None:
         """Drop a deleted scaler's series, so label sets don't grow forever."""
-        for gauge in (self.desired_replicas, self.current_replicas):
-            _remove(gauge, scaler)
-        for name in types:
+        ns, name = split_scaler(scaler)
+        for gauge in (
+            self.desired_replicas,
+            self.current_replicas,
+            self.max_replicas,
+            self.schedulers_alive,
+        ):
+            _remove(gauge, ns, name)
+        for op in REDIS_OPERATIONS:
+            _remove(self.redis_errors, op, ns, name)
+        for op in API_OPERATIONS:
+            _remove(self.api_errors, op, ns, name)
+        for type_name in types:
             for gauge in (
                 *self._observed.values(),
                 self.observed_idle_seconds,
+                self.oldest_due_seconds,
                 self.oldest_task_age,
             ):
-                _remove(gauge, scaler, name)
+                _remove(gauge, ns, name, type_name)
+            self._redis_counters.forget((ns, name, type_name))
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         """The current value of one series (tests and the demo read it)."""
         return self.registry.get_sample_value(name, labels or {})
 
 
+def split_scaler(scaler: str) -> tuple[str, str]:
+    """``"ns/name"`` -> ``("ns", "name")``; a key without a namespace -> ``("", key)``."""
+    ns, _, name = scaler.rpartition("/")
+    return ns, name
+
+
+class _RedisCounters(Collector):
+    """The per-type counters of Redis's stats hashes, as last observed, exported
+    as counters: they only grow (an operator's ``types forget`` resets them,
+    which ``rate()`` treats as a counter reset)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, str, str], tuple[int, ...]] = {}
+
+    def set(self, labels: tuple[str, str, str], values: tuple[int, ...]) -> None:
+        with self._lock:
+            self._values[labels] = values
+
+    def forget(self, labels: tuple[str, str, str]) -> None:
+        with self._lock:
+            self._values.pop(labels, None)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        with self._lock:
+            values = dict(self._values)
+        for i, (_, name, help_text) in enumerate(_REDIS_COUNTERS):
+            family = CounterMetricFamily(
+                f"taskscale_observed_{name}", help_text, labels=[*SCALER, "type"]
+            )
+            for labels, row in sorted(values.items()):
+                family.add_metric(list(labels), row[i])
+            yield family
+
+
 def _known(value: str, allowed: tuple[str, ...]) -> str:
     return value if value in allowed else "other"
 
 
-def _remove(metric: Gauge, *labels: str) -> None:
+def _remove(metric: Gauge | Counter, *labels: str) -> None:
     with contextlib.suppress(KeyError):
         metric.remove(*labels)

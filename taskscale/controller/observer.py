@@ -46,6 +46,7 @@ _STAT_FIELDS: tuple[str, ...] = (
     "failed",
     "service_ms",
     "wait_ms",
+    "dead",
 )
 
 
@@ -196,6 +197,7 @@ def _type_observation(
         failed_total=counters[3],
         service_ms_total=counters[4],
         wait_ms_total=counters[5],
+        dead_total=counters[6],
     )
 
 

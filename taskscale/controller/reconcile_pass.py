@@ -87,7 +87,7 @@ class ReconcilePass:
                 lambda: group.observer.observe(requests),
                 settings=self._redis_retries,
                 retry_if=lambda exc: isinstance(exc, redis.ConnectionError | redis.TimeoutError),
-                on_error=lambda exc: self._metrics.count_redis_error("observe"),
+                on_error=lambda exc: self._metrics.count_redis_error("observe", *requests),
             )
             return result, None
         except redis.RedisError as exc:

@@ -142,6 +142,7 @@ class Reconciler:
                 scaler.next_due = 0.0
             self._join_group(scaler)
             self.metrics.scalers.set(len(self._scalers))
+            self.metrics.add_scaler(config.key, max_replicas=config.policy.max_replicas)
         if stale is not None:
             close_group(stale)
         self._wake.set()
@@ -184,8 +185,15 @@ class Reconciler:
             group_key,
             timeout_s=self._settings.redis_timeout_s,
             on_demand=(lambda task_type: self._on_demand(group_key, task_type)) if listen else None,
-            on_listener_error=lambda exc: self.metrics.count_redis_error("demand"),
+            on_listener_error=lambda exc: self._count_demand_error(group_key),
         )
+
+    def _count_demand_error(self, group_key: GroupKey) -> None:
+        """The group's demand listener failed: count it for each scaler it serves."""
+        with self._lock:
+            group = self._groups.get(group_key)
+            members = tuple(group.members) if group is not None else ()
+        self.metrics.count_redis_error("demand", *members)
 
     # --- waking ------------------------------------------------------------------
     def _on_demand(self, group_key: GroupKey, task_type: str) -> None:

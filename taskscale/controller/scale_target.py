@@ -53,6 +53,7 @@ class DeploymentActuator:
     name: str
     metrics: ControllerMetrics
     retry: RetrySettings = field(default_factory=RetrySettings)
+    scaler: str | None = None  #: ``namespace/name`` of the TaskScaler, for error metrics
     _selector: str | None = None
     _replicas: int | None = None
 
@@ -127,7 +128,9 @@ class DeploymentActuator:
 
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         try:
-            return api_call(fn, operation=operation, metrics=self.metrics, retry=self.retry)
+            return api_call(
+                fn, operation=operation, metrics=self.metrics, retry=self.retry, scaler=self.scaler
+            )
         except ApiException as exc:
             if exc.status == 404 and operation in ("get_scale", "patch_scale"):
                 raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
@@ -220,6 +223,7 @@ class ScaleTargetActuator(DeploymentActuator):
                 operation="get_scale",
                 metrics=self.metrics,
                 retry=self.retry,
+                scaler=self.scaler,
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -255,12 +259,15 @@ def make_actuator(
     core: client.CoreV1Api,
     metrics: ControllerMetrics,
     retry: RetrySettings,
+    scaler: str | None = None,
 ) -> DeploymentActuator:
-    """The actuator for ``config``'s scaleTargetRef (a Deployment's as before)."""
+    """The actuator for ``config``'s scaleTargetRef (a Deployment's as before);
+    ``scaler`` (``namespace/name``) labels its API error metrics."""
     ref = config.target_ref
+    target = (apps, core, config.namespace, config.target, metrics, retry)
     if ref == TargetRef():
-        return DeploymentActuator(apps, core, config.namespace, config.target, metrics, retry)
-    return ScaleTargetActuator(apps, core, config.namespace, config.target, metrics, retry, ref=ref)
+        return DeploymentActuator(*target, scaler=scaler)
+    return ScaleTargetActuator(*target, scaler=scaler, ref=ref)
 
 
 def _part(scale: Any, name: str) -> Any:

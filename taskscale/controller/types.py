@@ -112,6 +112,7 @@ class TypeObservation:
     oldest_ready_s: float | None = None
     #: Seconds the earliest due (not yet promoted) delayed task has been due.
     oldest_due_s: float | None = None
+    dead_total: int = 0  #: tasks dead-lettered (stats field ``dead``)
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,28 @@ def test_every_crd_field_has_a_description() -> None:
 
     walk(schema, "")
     assert missing == []  # kubectl explain taskscaler.<field> has something to say
+
+
+def test_schema_descriptions_are_the_values_comments_for_every_value() -> None:
+    import json
+
+    import yaml
+
+    gen = generator()
+    text = (CHART / "values.yaml").read_text()
+    schema_json = (CHART / "values.schema.json").read_text()
+    assert gen.schema_text(schema_json, text) == schema_json, (
+        "values.schema.json descriptions are stale: run python scripts/chart_readme.py"
+    )
+    missing: list[str] = []
+
+    def walk(schema: dict, values: object, path: str) -> None:
+        for key, sub in (schema.get("properties") or {}).items():
+            if not sub.get("description"):
+                missing.append(path + key)
+            inner = values.get(key) if isinstance(values, dict) else None
+            if isinstance(inner, dict) and inner:
+                walk(sub, inner, f"{path}{key}.")
+
+    walk(json.loads(schema_json), yaml.safe_load(text), "")
+    assert missing == []

@@ -198,7 +198,7 @@ def test_examples_render_worker_at_zero_scheduler_and_a_matching_taskscaler() ->
         for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["TASKSCALE_REDIS_URL"] == url
-    scheduler = one(objects, "Deployment", "ts-taskscale-example-worker-scheduler")
+    scheduler = one(objects, "Deployment", "ts-taskscale-scheduler")
     assert scheduler["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "taskscale",
         "scheduler",

@@ -50,18 +50,55 @@ def get(url: str) -> tuple[int, str]:
 
 def test_error_counters_exist_at_zero_for_every_operation() -> None:
     metrics = ControllerMetrics()
+    unscoped = {"namespace": "", "name": ""}
     for op in REDIS_OPERATIONS:
-        assert metrics.sample("taskscale_redis_errors_total", {"operation": op}) == 0.0
+        labels = {"operation": op, **unscoped}
+        assert metrics.sample("taskscale_redis_errors_total", labels) == 0.0
     for op in API_OPERATIONS:
-        assert metrics.sample("taskscale_kube_api_errors_total", {"operation": op}) == 0.0
+        labels = {"operation": op, **unscoped}
+        assert metrics.sample("taskscale_kube_api_errors_total", labels) == 0.0
+
+
+def test_a_scalers_error_counters_start_at_zero_and_count_for_that_scaler_only() -> None:
+    metrics = ControllerMetrics()
+    metrics.add_scaler("shop/emails", max_replicas=7)
+    metrics.add_scaler("shop/thumbs", max_replicas=3)
+    emails = {"namespace": "shop", "name": "emails"}
+    thumbs = {"namespace": "shop", "name": "thumbs"}
+    for op in REDIS_OPERATIONS:
+        assert metrics.sample("taskscale_redis_errors_total", {"operation": op, **thumbs}) == 0
+    assert (
+        metrics.sample("taskscale_kube_api_errors_total", {"operation": "get_scale", **emails}) == 0
+    )
+    # calls made for no scaler have no scaler series
+    assert (
+        metrics.sample("taskscale_kube_api_errors_total", {"operation": "lease", **emails}) is None
+    )
+    metrics.count_redis_error("observe", "shop/emails", "shop/thumbs")
+    metrics.count_api_error("get_scale", "shop/emails")
+    assert metrics.sample("taskscale_redis_errors_total", {"operation": "observe", **thumbs}) == 1
+    assert (
+        metrics.sample("taskscale_kube_api_errors_total", {"operation": "get_scale", **emails}) == 1
+    )
+    assert (
+        metrics.sample("taskscale_kube_api_errors_total", {"operation": "get_scale", **thumbs}) == 0
+    )
+    assert metrics.sample("taskscale_max_replicas", emails) == 7
+    metrics.forget_scaler("shop/emails", ())
+    assert (
+        metrics.sample("taskscale_kube_api_errors_total", {"operation": "get_scale", **emails})
+        is None
+    )
+    assert metrics.sample("taskscale_max_replicas", emails) is None
 
 
 def test_unknown_operation_and_reason_labels_collapse_to_other() -> None:
     metrics = ControllerMetrics()
     metrics.count_api_error("some-new-call")
     metrics.record_scale("ns/a", before=1, after=0, reason="made up")
-    assert metrics.sample("taskscale_kube_api_errors_total", {"operation": "other"}) == 1.0
-    labels = {"scaler": "ns/a", "direction": "down", "reason": "other"}
+    other = {"operation": "other", "namespace": "", "name": ""}
+    assert metrics.sample("taskscale_kube_api_errors_total", other) == 1.0
+    labels = {"namespace": "ns", "name": "a", "direction": "down", "reason": "other"}
     assert metrics.sample("taskscale_scale_events_total", labels) == 1.0
 
 
@@ -72,8 +109,8 @@ def test_metrics_endpoint_serves_the_registry(
     metrics.record_decision("ns/a", current=2, desired=5, reason="Demand")
     status, body = get(base + "/metrics")
     assert status == 200
-    assert 'taskscale_desired_replicas{scaler="ns/a"} 5.0' in body
-    assert 'taskscale_redis_errors_total{operation="observe"} 0.0' in body
+    assert 'taskscale_desired_replicas{name="a",namespace="ns"} 5.0' in body
+    assert 'taskscale_redis_errors_total{name="",namespace="",operation="observe"} 0.0' in body
 
 
 def test_readyz_turns_ready_only_when_told_and_healthz_fails_when_the_loop_stalls(
@@ -102,11 +139,38 @@ def test_observed_idle_seconds_are_zero_while_busy_and_age_when_idle() -> None:
         },
     )
     metrics.record_observation("ns/a", observation)
-    busy, idle = {"scaler": "ns/a", "type": "busy"}, {"scaler": "ns/a", "type": "idle"}
+    busy = {"namespace": "ns", "name": "a", "type": "busy"}
+    idle = {"namespace": "ns", "name": "a", "type": "idle"}
     assert metrics.sample("taskscale_observed_idle_seconds", busy) == 0.0
     assert metrics.sample("taskscale_observed_idle_seconds", idle) == 100.0
     metrics.forget_scaler("ns/a", ("busy", "idle"))
     assert metrics.sample("taskscale_observed_active_tasks", busy) is None
+
+
+def test_observation_exports_schedulers_overdue_age_and_redis_counters() -> None:
+    metrics = ControllerMetrics()
+    observation = Observation(
+        at=1100.0,
+        types={
+            "mail": TypeObservation(
+                "mail", due=2, oldest_due_s=42.5, completed_total=9, failed_total=4, dead_total=3
+            )
+        },
+        schedulers_alive=0,
+    )
+    metrics.record_observation("ns/a", observation)
+    scaler, mail = (
+        {"namespace": "ns", "name": "a"},
+        {"namespace": "ns", "name": "a", "type": "mail"},
+    )
+    assert metrics.sample("taskscale_observed_schedulers", scaler) == 0
+    assert metrics.sample("taskscale_observed_oldest_due_seconds", mail) == 42.5
+    assert metrics.sample("taskscale_observed_dead_tasks_total", mail) == 3
+    assert metrics.sample("taskscale_observed_failed_runs_total", mail) == 4
+    assert metrics.sample("taskscale_observed_completed_tasks_total", mail) == 9
+    metrics.forget_scaler("ns/a", ("mail",))
+    assert metrics.sample("taskscale_observed_dead_tasks_total", mail) is None
+    assert metrics.sample("taskscale_observed_schedulers", scaler) is None
 
 
 def test_build_info_and_process_metrics_on_controller_and_worker_registries() -> None:

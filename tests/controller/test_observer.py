@@ -99,6 +99,13 @@ def test_due_and_upcoming_split_the_delayed_set_on_the_redis_clock(
     t = obs["s"].types["report"]
     assert (t.due, t.upcoming, t.queued) == (2, 1, 0)
     assert abs(obs["s"].at * 1000 - now) < 60_000  # Redis time, not epoch 0 or ms
+    assert 5.0 <= t.oldest_due_s < 65.0  # the oldest due task's age, on the Redis clock
+
+
+def test_oldest_due_is_zero_while_nothing_delayed_is_due(r: redis.Redis, keys: Keys) -> None:
+    r.zadd(keys.delayed("report"), {envelope("report", 1): redis_ms(r) + 60_000})
+    obs = Observer(r, keys).observe({"s": ObserveRequest(types=("report",), lead_s=0)})
+    assert obs["s"].types["report"].oldest_due_s == 0.0
 
 
 def test_active_idle_since_and_counters_come_from_the_schema_hashes(
@@ -116,6 +123,7 @@ def test_active_idle_since_and_counters_come_from_the_schema_hashes(
             "service_ms": 7000,
             "wait_ms": 450,
             "retried": 1,
+            "dead": 2,
         },
     )
 
@@ -124,7 +132,7 @@ def test_active_idle_since_and_counters_come_from_the_schema_hashes(
     assert t.active == 3
     assert t.idle_since == pytest.approx(1763750000.123)
     assert (t.enqueued_total, t.claimed_total, t.completed_total, t.failed_total) == (10, 9, 7, 1)
-    assert (t.service_ms_total, t.wait_ms_total) == (7000, 450)
+    assert (t.service_ms_total, t.wait_ms_total, t.dead_total) == (7000, 450, 2)
 
 
 def test_a_type_never_seen_reads_as_empty_and_never_completed(r: redis.Redis, keys: Keys) -> None:
@@ -351,14 +359,15 @@ def test_listener_reports_each_connection_error(keys: Keys) -> None:
         keys,
         lambda _: None,
         settings=ListenerSettings(poll_s=0.1, retry_initial_s=0.05, retry_max_s=0.1),
-        on_error=lambda exc: metrics.count_redis_error("demand"),
+        on_error=lambda exc: metrics.count_redis_error("demand", "ns/a", "ns/b"),
     )
     listener.start()
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             value = metrics.registry.get_sample_value(
-                "taskscale_redis_errors_total", {"operation": "demand"}
+                "taskscale_redis_errors_total",
+                {"operation": "demand", "namespace": "ns", "name": "b"},
             )
             if value and value >= 2:
                 break
@@ -366,6 +375,7 @@ def test_listener_reports_each_connection_error(keys: Keys) -> None:
         assert value is not None and value >= 2  # counted on every failed attempt
     finally:
         listener.stop()
+        dead.close()
 
 
 def test_observation_counts_live_schedulers(r: redis.Redis, keys: Keys) -> None:

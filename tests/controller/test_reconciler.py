@@ -54,6 +54,12 @@ class ListReporter:
             self.outcomes.append(outcome)
 
 
+def split(key: str) -> dict[str, str]:
+    """A scaler key as the metrics' namespace and name labels."""
+    namespace, name = key.split("/")
+    return {"namespace": namespace, "name": name}
+
+
 def scaler(
     *,
     types: tuple[TypePolicy, ...] = (TypePolicy("email", idle_threshold_s=0.5),),
@@ -117,7 +123,7 @@ def test_queued_tasks_scale_a_target_from_zero_to_demand(
     assert (
         reconciler.metrics.sample(
             "taskscale_scale_events_total",
-            {"scaler": config.key, "direction": "up", "reason": outcome.decision.reason_code},
+            {**split(config.key), "direction": "up", "reason": outcome.decision.reason_code},
         )
         == 1.0
     )
@@ -163,8 +169,7 @@ def test_demand_signal_wakes_a_scaler_at_zero_long_before_its_poll_interval(
         assert reconciler.wait_listening(10)
         wait_until(
             lambda: (
-                reconciler.metrics.sample("taskscale_current_replicas", {"scaler": config.key})
-                == 0.0
+                reconciler.metrics.sample("taskscale_current_replicas", split(config.key)) == 0.0
             ),
             what="first pass",
         )
@@ -216,7 +221,7 @@ def test_unreachable_redis_holds_replicas_reports_and_counts_every_attempt(
     assert outcome.decision is not None
     assert outcome.decision.reason_code == ReasonCode.FAIL_STATIC
     assert reconciler.metrics.sample(
-        "taskscale_redis_errors_total", {"operation": "observe"}
+        "taskscale_redis_errors_total", {"operation": "observe", **split(config.key)}
     ) == float(FAST_RETRIES.attempts)
 
 
@@ -298,7 +303,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
     config = scaler()
     reconciler.upsert(config, actuator=actuator, redis_url=redis_url)
     reconciler.reconcile_due()
-    assert reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key}) == 0.0
+    assert reconciler.metrics.sample("taskscale_desired_replicas", split(config.key)) == 0.0
 
     reconciler.remove(config.key)
     enqueue(r, keys, "email", 2)
@@ -307,7 +312,7 @@ def test_removed_scaler_is_not_reconciled_and_its_series_are_dropped(
 
     assert actuator.replicas == 0
     assert reconciler.keys() == []
-    assert reconciler.metrics.sample("taskscale_desired_replicas", {"scaler": config.key}) is None
+    assert reconciler.metrics.sample("taskscale_desired_replicas", split(config.key)) is None
 
 
 def test_changed_spec_is_reconciled_at_once(

@@ -175,7 +175,7 @@ def test_status_is_not_rewritten_while_nothing_changes(
     create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url))
     wait_for(lambda: condition(get_scaler(api, ns, "emails"), "Ready"), what="first status")
     version = get_scaler(api, ns, "emails")["metadata"]["resourceVersion"]
-    label = {"scaler": f"{ns}/emails", "reason": "Steady"}
+    label = {"namespace": ns, "name": "emails", "reason": "Steady"}
     before = controller.metrics.sample("taskscale_decisions_total", label) or 0.0
     wait_for(
         lambda: (controller.metrics.sample("taskscale_decisions_total", label) or 0) >= before + 5,
@@ -209,7 +209,8 @@ def test_missing_deployment_sets_condition_and_event_and_recovers_when_created(
         what="a TargetNotFound event",
     )
     get_errors = controller.metrics.sample(
-        "taskscale_kube_api_errors_total", {"operation": "get_scale"}
+        "taskscale_kube_api_errors_total",
+        {"operation": "get_scale", "namespace": ns, "name": "emails"},
     )
     assert (get_errors or 0) >= 1
 
@@ -248,7 +249,7 @@ def test_unreachable_redis_holds_replicas_with_condition_and_event_then_recovers
         lambda: EventReason.REDIS_UNREACHABLE in event_reasons(api, ns, "emails"),
         what="a RedisUnreachable event",
     )
-    errors = {"operation": "observe"}
+    errors = {"operation": "observe", "namespace": ns, "name": "emails"}
     wait_for(
         lambda: (controller.metrics.sample("taskscale_redis_errors_total", errors) or 0) >= 6,
         what="several failed passes",

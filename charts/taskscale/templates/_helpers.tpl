@@ -85,3 +85,42 @@ runAsNonRoot: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* Labels of every object of a component other than the controller; call
+with (dict "root" . "component" "scheduler"). */}}
+{{- define "taskscale.componentLabels" -}}
+helm.sh/chart: {{ include "taskscale.chart" .root }}
+{{ include "taskscale.componentSelectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: taskscale
+{{- end -}}
+
+{{- define "taskscale.componentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "taskscale.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "taskscale.scheduler.name" -}}
+{{- printf "%s-scheduler" (include "taskscale.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The scheduler's Redis: "url", "secret" or "" (none known: not deployed). */}}
+{{- define "taskscale.scheduler.redisSource" -}}
+{{- $r := .Values.scheduler.redis -}}
+{{- if $r.existingSecret -}}secret
+{{- else if $r.url -}}url
+{{- else if and .Values.examples.enabled (or .Values.examples.redis.enabled .Values.examples.redisUrl) -}}examples
+{{- end -}}
+{{- end -}}
+
+{{- define "taskscale.scheduler.keyNamespace" -}}
+{{- if .Values.scheduler.redis.namespace -}}
+{{- .Values.scheduler.redis.namespace -}}
+{{- else if .Values.examples.enabled -}}
+{{- .Values.examples.redisNamespace -}}
+{{- else -}}
+taskscale
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,97 @@
+"""Prometheus metrics and health of one ``taskscale scheduler`` process.
+
+Served with ``/healthz`` and ``/readyz`` on ``--metrics-port``.  What an
+operator needs to see of a scheduler: that it is alive (its heartbeat in
+``{ns}:schedulers`` succeeds, and how many schedulers that heartbeat counts),
+how much it promotes and how late, and how many dead workers' tasks it has
+returned.  The scheduler calls :meth:`SchedulerMetrics.promoted`,
+:meth:`~SchedulerMetrics.reaped` and :meth:`~SchedulerMetrics.beat`; this
+module owns the names, units and the health rule, so ``scheduler.py`` stays
+about scheduling.
+
+The scheduler is alive (``/healthz``) while its heartbeat succeeds within
+three leases, and ready once the first one did: a scheduler that cannot
+reach Redis for that long is restarted, losing nothing (every state change
+is a script in Redis, and any other scheduler does the same work).
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from taskscale.health import HealthState, MetricsServer
+from taskscale.metrics import register_process_metrics
+
+#: Lateness of promoted tasks (Redis clock), seconds.
+_LATENESS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300)
+
+
+class SchedulerMetrics:
+    """The scheduler's series, on a registry of its own."""
+
+    def __init__(self, *, lease_s: float) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        register_process_metrics(r, "scheduler")
+        self.health = HealthState(clock=time.monotonic, stale_after_s=max(30.0, 3 * lease_s))
+        self.promoted_tasks = Counter(
+            "taskscale_scheduler_promoted_tasks_total",
+            "Delayed tasks (and retries) this scheduler moved to their ready list.",
+            registry=r,
+        )
+        self.lateness = Histogram(
+            "taskscale_scheduler_promote_lateness_seconds",
+            "How late the most overdue task of each promoting call was (Redis clock).",
+            buckets=_LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.reaped_workers = Counter(
+            "taskscale_scheduler_reaped_workers_total",
+            "Workers whose lease expired and whose tasks this scheduler returned.",
+            registry=r,
+        )
+        self.reaped_tasks = Counter(
+            "taskscale_scheduler_reaped_tasks_total",
+            "In-flight tasks of dead workers returned to the head of their queues.",
+            registry=r,
+        )
+        self.last_beat = Gauge(
+            "taskscale_scheduler_heartbeat_timestamp_seconds",
+            "Unix time of this scheduler's last successful heartbeat.",
+            registry=r,
+        )
+        self.alive = Gauge(
+            "taskscale_scheduler_alive_schedulers",
+            "Schedulers (this one included) with a live heartbeat at the last beat.",
+            registry=r,
+        )
+        self.redis_errors = Counter(
+            "taskscale_scheduler_redis_errors_total",
+            "Redis calls that failed with a connection or timeout error (then retried).",
+            registry=r,
+        )
+
+    def promoted(self, count: int, lateness_ms: int) -> None:
+        if count > 0:
+            self.promoted_tasks.inc(count)
+            self.lateness.observe(max(0, lateness_ms) / 1000)
+
+    def reaped(self, workers: int, tasks: int) -> None:
+        self.reaped_workers.inc(workers)
+        self.reaped_tasks.inc(tasks)
+
+    def beat(self, alive: int) -> None:
+        """A heartbeat succeeded and counted ``alive`` schedulers."""
+        self.last_beat.set(time.time())
+        self.alive.set(alive)
+        self.health.beat()
+        self.health.set_ready(True)
+
+    def redis_error(self) -> None:
+        self.redis_errors.inc()
+
+    def serve(self, *, port: int, host: str = "0.0.0.0") -> MetricsServer:
+        """Start ``/metrics``, ``/healthz`` and ``/readyz`` on ``port`` (0: any free port)."""
+        return MetricsServer(self.registry, self.health, host=host, port=port).start()
