@@ -138,11 +138,11 @@ for i = 1, n do
     oldest[i] = ages
     delayed_keys[i] = delayed
     delayed_size[i] = size
-    local row = {queued, due, overdue_ms}
+    local row = {queued, due}
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
-            row[3 + j] = values[j]
+            row[2 + j] = values[j]
         end
     end
     per_type[i] = row

@@ -102,10 +102,10 @@ def test_due_and_upcoming_split_the_delayed_set_on_the_redis_clock(
     assert 5.0 <= t.oldest_due_s < 65.0  # the oldest due task's age, on the Redis clock
 
 
-def test_oldest_due_is_zero_while_nothing_delayed_is_due(r: redis.Redis, keys: Keys) -> None:
+def test_oldest_due_is_none_while_nothing_delayed_is_due(r: redis.Redis, keys: Keys) -> None:
     r.zadd(keys.delayed("report"), {envelope("report", 1): redis_ms(r) + 60_000})
     obs = Observer(r, keys).observe({"s": ObserveRequest(types=("report",), lead_s=0)})
-    assert obs["s"].types["report"].oldest_due_s == 0.0
+    assert obs["s"].types["report"].oldest_due_s is None
 
 
 def test_active_idle_since_and_counters_come_from_the_schema_hashes(

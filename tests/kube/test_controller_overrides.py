@@ -20,16 +20,13 @@ from redis_server import RedisServer, free_port
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ctlhelpers import enqueue
-from test_controller import (  # the fixtures are used by name
-    _as_table,
-    api,
+from kubehelpers import (
+    as_table,
     condition,
-    controller,
     create_scaler,
     deployment,
     event_reasons,
     get_scaler,
-    keys,
     replicas,
     taskscaler,
 )
@@ -39,7 +36,6 @@ from taskscale.controller.pause import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTA
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
-__all__ = ["api", "controller", "keys"]
 
 #: Long enough for several 0.3 s passes.
 SEVERAL_PASSES_S = 2.0
@@ -83,7 +79,7 @@ def test_paused_replicas_sets_and_holds_n_through_load_and_unpausing_resumes(
     assert paused is not None and paused["status"] == "True"
     assert PAUSED_REPLICAS_ANNOTATION in paused["message"]
     wait_for(lambda: EventReason.PAUSED in event_reasons(api, ns, "emails"), what="Paused event")
-    table = _as_table(api, f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/tsc/emails")
+    table = as_table(api, f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/tsc/emails")
     names = [c["name"] for c in table["columnDefinitions"]]
     assert dict(zip(names, table["rows"][0]["cells"], strict=True))["Paused"] is True
 

@@ -20,13 +20,10 @@ from kubernetes.client.exceptions import ApiException
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ctlhelpers import enqueue, finish_tasks, start_tasks
-from test_controller import (  # the fixtures are used by name
-    api,
+from kubehelpers import (
     condition,
-    controller,
     create_scaler,
     get_scaler,
-    keys,
     taskscaler,
 )
 
@@ -35,7 +32,6 @@ from taskscale.controller.kube import KubeController
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
-__all__ = ["api", "controller", "keys"]
 
 WIDGETS = "widgets.example.taskscale.io"
 
