@@ -29,12 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from redis.commands.core import Script
 
 from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
 from taskscale.luascripts import script_source
+from taskscale.producer import default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.schedule_times import Timing, following, timing
 
@@ -177,9 +179,10 @@ def schedule(
 ) -> ScheduleInfo:
     """Run ``task_type(*args, **kwargs)`` periodically: ``cron="*/5 * * * *"``
     (5 fields, or 6 with seconds first; in time zone ``tz``, default UTC) or
-    ``every=seconds``.  Redis is ``TASKSCALE_REDIS_URL`` / ``TASKSCALE_NAMESPACE``;
-    use :class:`Schedules` for another client."""
-    _, info = Schedules().add(
+    ``every=seconds``.  Redis is the default producer's (``TASKSCALE_REDIS_URL``,
+    ``TASKSCALE_NAMESPACE``); use :class:`Schedules` for another client."""
+    producer = default_producer()
+    _, info = Schedules(producer.redis, keys=producer.keys).add(
         name,
         task_type,
         *args,
@@ -239,11 +242,15 @@ def advance_due(
         except ValueError as exc:
             new_next, error = -1, str(exc)
             log.error("schedule %s: %s; parked until it is replaced", name, exc)
-        ok, value = script(
-            keys=[keys.schedules, keys.types],
-            args=[keys.prefix, name, info.rev, info.next_ms, new_next, error],
-            client=client,
-        )
+        try:
+            ok, value = script(
+                keys=[keys.schedules, keys.types],
+                args=[keys.prefix, name, info.rev, info.next_ms, new_next, error],
+                client=client,
+            )
+        except redis.ResponseError as exc:  # one broken schedule must not stop the others
+            log.error("schedule %s: %s", name, exc)
+            continue
         if int(ok):
             advanced.append((name, int(value)))
     return advanced
@@ -297,13 +304,20 @@ def _info(name: str, record: Mapping[bytes | str, bytes | str]) -> ScheduleInfo 
         task_type=fields["type"],
         timing=spec,
         paused=fields.get("paused") == "1",
-        next_ms=int(fields.get("next_ms") or 0),
-        last_ms=int(fields.get("last_ms") or 0),
-        occurrences=int(fields.get("occurrences") or 0),
-        rev=int(fields.get("rev") or 0),
+        next_ms=_int(fields.get("next_ms")),
+        last_ms=_int(fields.get("last_ms")),
+        occurrences=_int(fields.get("occurrences")),
+        rev=_int(fields.get("rev")),
         task=task,
         error=error,
     )
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 def _loads(text: str) -> dict[str, Any]:

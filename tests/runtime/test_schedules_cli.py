@@ -116,3 +116,24 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert r.keys("*") == []
+
+
+@pytest.mark.integration
+def test_taskscale_schedule_uses_the_default_producers_redis(
+    redis_url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import taskscale
+    from taskscale import producer
+
+    monkeypatch.setenv("TASKSCALE_REDIS_URL", redis_url)
+    monkeypatch.setenv("TASKSCALE_NAMESPACE", "other")
+    monkeypatch.setattr(producer, "_default", None)  # built from the environment above
+    try:
+        info = taskscale.schedule("hourly", "report", 7, cron="0 * * * *", name="kw")
+    finally:
+        default = producer._default
+        if default is not None:
+            default.redis.close()
+    assert info.task["args"] == [7] and info.task["kwargs"] == {"name": "kw"}
+    stored = Schedules(r, keys=Keys("other")).get("hourly")
+    assert stored is not None and stored.next_ms == info.next_ms and stored.next_ms % 3600_000 == 0
