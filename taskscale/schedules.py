@@ -107,9 +107,7 @@ class Schedules:
         check_schedule_name(name)
         check_name("task type", task_type)
         spec = timing(cron=cron, every=every, tz=tz, catch_up=catch_up)
-        _, doc = envelope.build(
-            task_type, args, kwargs, priority=priority, max_retries=max_retries, max_bytes=0
-        )
+        _, doc = envelope.build(task_type, args, kwargs, priority=priority, max_retries=max_retries)
         template = envelope.encode({k: v for k, v in _loads(doc).items() if k != "id"})
         outcome, _ = _script(self.redis, "schedule_add")(
             keys=[self.keys.schedules],
