@@ -29,7 +29,12 @@ def add_parser(subparsers: Any) -> None:
     a.add_argument("--args", default="[]", help="JSON array of positional arguments")
     a.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
     a.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
-    a.add_argument("--max-retries", type=int, default=3, help="retries of each occurrence")
+    a.add_argument(
+        "--max-retries",
+        type=int,
+        default=None,
+        help="retries of each occurrence (default: the task's own, else 3)",
+    )
     a.add_argument(
         "--catch-up",
         action="store_true",
@@ -59,7 +64,7 @@ def _add(args: argparse.Namespace) -> int:
     check_name("task type", args.type)
     parse_priority(args.priority)
     timing(cron=args.cron, every=args.every, tz=args.tz, catch_up=args.catch_up)
-    if args.max_retries < 0:
+    if args.max_retries is not None and args.max_retries < 0:
         raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
     call_args = _json_arg(args.args, list, "--args")
     call_kwargs = _json_arg(args.kwargs, dict, "--kwargs")

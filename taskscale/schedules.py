@@ -36,7 +36,8 @@ from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
 from taskscale.luascripts import script_source
-from taskscale.producer import default_producer
+from taskscale.options import TaskOptions
+from taskscale.producer import _option_fields, default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.schedule_times import Timing, following, timing
 
@@ -98,16 +99,28 @@ class Schedules:
         every: float | None = None,
         tz: str | None = None,
         priority: int | str = DEFAULT_PRIORITY,
-        max_retries: int = envelope.DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
+        options: TaskOptions | None = None,
         catch_up: bool = False,
         **kwargs: Any,
     ) -> tuple[str, ScheduleInfo]:
         """Create or replace schedule ``name``; return ("created" | "updated" |
-        "unchanged", the stored schedule with its first occurrence)."""
+        "unchanged", the stored schedule with its first occurrence).  Each
+        occurrence carries ``options`` (and ``max_retries``, which wins) like an
+        enqueue; unset ones are left to the task's ``@task`` defaults."""
         check_schedule_name(name)
         check_name("task type", task_type)
         spec = timing(cron=cron, every=every, tz=tz, catch_up=catch_up)
-        _, doc = envelope.build(task_type, args, kwargs, priority=priority, max_retries=max_retries)
+        if max_retries is None and options is not None:
+            max_retries = options.max_retries
+        _, doc = envelope.build(
+            task_type,
+            args,
+            kwargs,
+            priority=priority,
+            max_retries=max_retries,
+            extra=_option_fields(options),
+        )
         template = envelope.encode({k: v for k, v in _loads(doc).items() if k != "id"})
         outcome, _ = _script(self.redis, "schedule_add")(
             keys=[self.keys.schedules],
@@ -171,7 +184,8 @@ def schedule(
     every: float | None = None,
     tz: str | None = None,
     priority: int | str = DEFAULT_PRIORITY,
-    max_retries: int = envelope.DEFAULT_MAX_RETRIES,
+    max_retries: int | None = None,
+    options: TaskOptions | None = None,
     catch_up: bool = False,
     **kwargs: Any,
 ) -> ScheduleInfo:
@@ -189,6 +203,7 @@ def schedule(
         tz=tz,
         priority=priority,
         max_retries=max_retries,
+        options=options,
         catch_up=catch_up,
         **kwargs,
     )

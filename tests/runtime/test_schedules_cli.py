@@ -129,11 +129,20 @@ def test_taskscale_schedule_uses_the_default_producers_redis(
     monkeypatch.setenv("TASKSCALE_NAMESPACE", "other")
     monkeypatch.setattr(producer, "_default", None)  # built from the environment above
     try:
-        info = taskscale.schedule("hourly", "report", 7, cron="0 * * * *", name="kw")
+        info = taskscale.schedule(
+            "hourly",
+            "report",
+            7,
+            cron="0 * * * *",
+            options=taskscale.TaskOptions(timeout=5),
+            name="kw",
+        )
     finally:
         default = producer._default
         if default is not None:
             default.redis.close()
     assert info.task["args"] == [7] and info.task["kwargs"] == {"name": "kw"}
+    assert info.task["timeout_ms"] == 5000  # the task's own options apply to what is unset
+    assert "max_retries" not in info.task
     stored = Schedules(r, keys=Keys("other")).get("hourly")
     assert stored is not None and stored.next_ms == info.next_ms and stored.next_ms % 3600_000 == 0
