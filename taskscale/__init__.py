@@ -17,6 +17,7 @@ from taskscale.cancellation import CancelResult, cancel
 from taskscale.context import TaskContext, current_task
 from taskscale.options import TaskOptions
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
+from taskscale.schedules import ScheduleInfo, Schedules, schedule
 from taskscale.tasks import register, task
 from taskscale.tracking import Tracker, track
 
@@ -25,6 +26,8 @@ __all__ = [
     "CancelResult",
     "Producer",
     "ProducerSettings",
+    "ScheduleInfo",
+    "Schedules",
     "TaskContext",
     "TaskOptions",
     "Tracker",
@@ -34,6 +37,7 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "register",
+    "schedule",
     "task",
     "track",
 ]

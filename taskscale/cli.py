@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "types": "taskscale.cli_admin",
     "cancel": "taskscale.cli_cancel",
     "fanout": "taskscale.cli_fanout",
+    "schedules": "taskscale.cli_schedules",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",

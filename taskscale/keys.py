@@ -36,6 +36,9 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 _UNIQUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+#: Schedule names are shorter than other names: an occurrence's task id is
+#: ``schedule.<name>.<occurrence unix ms>`` and must stay within 128 characters.
+_SCHEDULE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 
 def check_name(kind: str, value: str) -> str:
@@ -54,6 +57,15 @@ def check_unique_key(value: str) -> str:
     if not _UNIQUE_RE.match(value):
         raise ValueError(
             f"invalid unique key {value!r}: use 1-200 characters from A-Z a-z 0-9 _ . - :"
+        )
+    return value
+
+
+def check_schedule_name(value: str) -> str:
+    """Return ``value`` if it is a legal schedule name (the name alphabet, 1-100)."""
+    if not isinstance(value, str) or not _SCHEDULE_RE.match(value):
+        raise ValueError(
+            f"invalid schedule name {value!r}: use 1-100 characters from A-Z a-z 0-9 _ . -"
         )
     return value
 
@@ -128,6 +140,16 @@ class Keys:
     def schedulers(self) -> str:
         """ZSET scheduler id -> lease expiry (unix ms, Redis clock) of live schedulers."""
         return self.prefix + "schedulers"
+
+    @property
+    def schedules(self) -> str:
+        """ZSET schedule name -> unix ms its next occurrence is due (+inf while
+        paused or broken): a scheduler materializes the following one when due."""
+        return self.prefix + "schedules"
+
+    def schedule(self, name: str) -> str:
+        """HASH definition and state of a periodic schedule (see docs/schema.md)."""
+        return f"{self.prefix}schedule:{name}"
 
     @property
     def tracked_processes(self) -> str:
@@ -219,5 +241,6 @@ STAT_FIELDS = (
     "dead_requeued",  # dead letters an operator requeued (admin)
     "dead_purged",  # dead letters an operator deleted (admin)
     "purged",  # ready or delayed tasks an operator deleted (admin)
-    "cancelled",  # queued or delayed tasks removed by taskscale.cancel
+    "cancelled",  # queued or delayed tasks removed by taskscale.cancel (or a schedule's
+    # pending occurrence withdrawn by pause, remove or a changed definition)
 )

@@ -1,4 +1,5 @@
-"""The scheduler: promotes due delayed tasks and reaps dead workers.
+"""The scheduler: promotes due delayed tasks, advances periodic schedules
+and reaps dead workers.
 
 ``promote.lua`` moves every due task of every type to its ready list in one
 atomic call and returns when the next one is due, so any number of
@@ -12,7 +13,10 @@ default), far too coarse for a scheduler, so the sleep is a BLPOP with a
 long timeout that an *alarm* thread cuts short at the exact due time with
 ``CLIENT UNBLOCK``; waits of a few milliseconds are plain sleeps.
 
-Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
+After each promotion it materializes the next occurrence of every periodic
+schedule whose current one is due (:mod:`taskscale.schedules`; a
+compare-and-set script, so concurrent schedulers enqueue each occurrence
+once).  Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
 in-flight tasks of workers whose lease expired to the head of their queues,
 and every ``lease / 4`` seconds ``scheduler_beat.lua`` renews its entry in
 ``{ns}:schedulers`` so ``taskscale status`` can tell when none is running.
@@ -21,6 +25,7 @@ and every ``lease / 4`` seconds ``scheduler_beat.lua`` renews its entry in
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -38,6 +43,7 @@ from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient, node_client
+from taskscale.schedules import advance_due
 
 if TYPE_CHECKING:
     from taskscale.scheduler_metrics import SchedulerMetrics
@@ -138,6 +144,8 @@ class Scheduler:
         )
         self.promoted = 0
         self.reaped_tasks = 0
+        #: Schedule occurrences this scheduler materialized (taskscale.schedules).
+        self.occurrences = 0
         #: Lateness of the most overdue task of each promoting call, ms (recent ones).
         self.lateness_ms: deque[int] = deque(maxlen=100_000)
 
@@ -157,6 +165,16 @@ class Scheduler:
         )
         promoted, next_due, now, more, late = (int(x) for x in reply)
         return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more), late)
+
+    def advance_schedules(self, now_ms: int) -> list[int]:
+        """Materialize the next occurrence of each due schedule (see
+        taskscale.schedules); return the new occurrence times this call wrote."""
+        advanced = advance_due(self.redis, self.keys, now_ms=now_ms)
+        self.occurrences += len(advanced)
+        if self.metrics is not None:
+            for name, _ in advanced:
+                self.metrics.occurrence(name)
+        return [at for _, at in advanced]
 
     def reap(self) -> tuple[int, int]:
         """Reap expired workers until none is left; return (workers, tasks)."""
@@ -201,8 +219,12 @@ class Scheduler:
                     self.metrics.promoted(result.promoted, result.lateness_ms)
                 if result.promoted:
                     self.lateness_ms.append(result.lateness_ms)
-                if result.more:
-                    continue
+                advanced = retrying(
+                    functools.partial(self.advance_schedules, result.now_ms),
+                    give_up_when=self._stop.is_set,
+                )
+                if result.more or any(at <= result.now_ms for at in advanced):
+                    continue  # a caught-up occurrence is due already
                 soonest = min(next_reap, next_beat) - time.monotonic()
                 wait = min(self.settings.max_sleep_s, max(0.0, soonest))
                 if result.next_due_ms is not None:

@@ -4,7 +4,8 @@ Served with ``/healthz`` and ``/readyz`` on ``--metrics-port``.  What an
 operator needs to see of a scheduler: that it is alive (its heartbeat in
 ``{ns}:schedulers`` succeeds, and how many schedulers that heartbeat counts),
 how much it promotes and how late, and how many dead workers' tasks it has
-returned.  The scheduler calls :meth:`SchedulerMetrics.promoted`,
+returned, and how many periodic-schedule occurrences it enqueued.  The
+scheduler calls :meth:`SchedulerMetrics.promoted`, :meth:`~SchedulerMetrics.occurrence`,
 :meth:`~SchedulerMetrics.reaped` and :meth:`~SchedulerMetrics.beat`; this
 module owns the names, units and the health rule, so ``scheduler.py`` stays
 about scheduling.
@@ -67,11 +68,22 @@ class SchedulerMetrics:
             "Schedulers (this one included) with a live heartbeat at the last beat.",
             registry=r,
         )
+        self.occurrences = Counter(
+            "taskscale_scheduler_schedule_occurrences_total",
+            "Occurrences of periodic schedules this scheduler enqueued (as delayed "
+            "tasks); each occurrence is counted by exactly one scheduler.",
+            ["schedule"],
+            registry=r,
+        )
         self.redis_errors = Counter(
             "taskscale_scheduler_redis_errors_total",
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=r,
         )
+
+    def occurrence(self, schedule: str) -> None:
+        """A periodic schedule's next occurrence was materialized by this scheduler."""
+        self.occurrences.labels(schedule).inc()
 
     def promoted(self, count: int, lateness_ms: int) -> None:
         if count > 0:

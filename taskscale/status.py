@@ -2,7 +2,8 @@
 
 :func:`collect` reads everything in a few pipelined round trips and returns a
 plain dict (the ``--json`` output, also handy in tests and the demo);
-:func:`render` turns it into the two tables a person reads.
+:func:`render` turns it into the tables a person reads (types, workers, and
+the periodic schedules when there are any).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.redis_urls import RedisClient
+from taskscale.schedules import list_schedules
+from taskscale.schedules import render as render_schedules
 
 _CLOCK = "return redis.call('TIME')"
 
@@ -86,6 +89,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         "types": types,
         "workers": live_workers,
         "schedulers": sorted(_text(s) for s in schedulers),
+        "schedules": [s.as_dict() for s in list_schedules(client, keys)],
     }
     status["warnings"] = warnings(status, now_ms)
     return status
@@ -238,6 +242,9 @@ def render(status: dict[str, Any]) -> str:
     if not worker_rows:
         lines.append("(no live workers)")
     lines.append("")
+    periodic = status.get("schedules", [])
+    if periodic:
+        lines += [*render_schedules(periodic, now_s=now), ""]
     alive = status.get("schedulers", [])
     lines.append(f"schedulers alive: {len(alive)}")
     lines += [f"WARNING: {w}" for w in status.get("warnings", [])]

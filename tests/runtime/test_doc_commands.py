@@ -28,7 +28,18 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "README.md", REPO / "charts/taskscale/templates/NOTES.txt"]
 #: Subcommands that return at once (worker, scheduler, controller, demo run on).
-ONE_SHOT = {"enqueue", "status", "dead", "delayed", "queue", "task", "types", "cancel", "fanout"}
+ONE_SHOT = {
+    "enqueue",
+    "status",
+    "dead",
+    "delayed",
+    "queue",
+    "task",
+    "types",
+    "cancel",
+    "fanout",
+    "schedules",
+}
 
 
 def documented_commands() -> list[tuple[str, str]]:
