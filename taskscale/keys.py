@@ -191,6 +191,10 @@ class Keys:
         """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""
         return f"{self.prefix}worker:{worker_id}"
 
+    def catalog(self, worker_id: str) -> str:
+        """HASH ``digest``, ``doc`` (JSON): the task catalog worker W serves, TTL = lease."""
+        return f"{self.prefix}catalog:{worker_id}"
+
     def cancel(self, task_id: str) -> str:
         """STRING set (with a TTL) while a running task is asked to stop (taskscale.cancel)."""
         return f"{self.prefix}cancel:{task_id}"

@@ -43,6 +43,7 @@ from typing import Any
 
 import redis
 
+from taskscale.catalog import CatalogPublisher
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
 from taskscale.execution import Claimed, Outcome, RetryPolicy, TaskRunner
 from taskscale.health import HealthState, MetricsServer
@@ -93,6 +94,9 @@ class Worker:
             is_cancelled=lambda task_id: bool(client.exists(self.keys.cancel(task_id))),
         )
         self._inflight_key = self.keys.inflight(self.id)
+        self._catalog = CatalogPublisher(
+            client, self.keys, self.id, self.registry, settings.types, lease_s=settings.lease_s
+        )
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
         self._outbox: queue.SimpleQueue[Outcome | object] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -361,6 +365,7 @@ class Worker:
         self._scripts.heartbeat(
             keys=[self.keys.workers, self.keys.worker(self.id)], args=args, client=self.redis
         )
+        self._catalog.publish()
         if self.health is not None:  # the lease is renewed: alive, ready unless stopping
             self.health.beat()
             self.health.set_ready(not self._stopping.is_set())
