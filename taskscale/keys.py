@@ -186,6 +186,20 @@ class Keys:
         """STRING task id holding a unique key (no TTL while the task is live)."""
         return f"{self.prefix}unique:{unique_key}"
 
+    # --- scaling decisions (written by the controller, read by the dashboard) ---
+    @property
+    def scalers(self) -> str:
+        """ZSET scaler key ("namespace/name") -> unix ms of its last reported pass."""
+        return self.prefix + "scalers"
+
+    def scaler(self, scaler_key: str) -> str:
+        """STRING JSON: the last pass of a scaler (current, desired, sentence...)."""
+        return f"{self.prefix}scaler:{scaler_key}"
+
+    def decisions(self, scaler_key: str) -> str:
+        """LIST of JSON decisions of a scaler, newest first, capped."""
+        return f"{self.prefix}decisions:{scaler_key}"
+
     # --- per worker ---------------------------------------------------------
     def worker(self, worker_id: str) -> str:
         """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""

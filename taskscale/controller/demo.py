@@ -36,6 +36,7 @@ from types import FrameType
 import redis
 
 from taskscale.controller.config import RedisRef, ScalerConfig
+from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.demo_load import (
     EXAMPLES_MODULE,
     TASK_TYPE,
@@ -209,7 +210,9 @@ def _start_reconciler(
     pool: LocalPool,
     reporter: ConsoleReporter,
 ) -> Reconciler:
-    reconciler = Reconciler(reporter=reporter, settings=ReconcilerSettings(max_sleep_s=0.5))
+    decisions = DecisionLog(reporter)  # the dashboard's scaling timeline reads them
+    stack.callback(decisions.close)
+    reconciler = Reconciler(reporter=decisions, settings=ReconcilerSettings(max_sleep_s=0.5))
     config = ScalerConfig(
         name="demo",
         namespace="local",
@@ -218,6 +221,7 @@ def _start_reconciler(
         policy=settings.policy(),
         poll_interval_s=settings.poll_interval_s,
     )
+    decisions.bind(config, url)
     reconciler.upsert(config, actuator=pool, redis_url=url)
     stack.callback(reconciler.close)
     thread = threading.Thread(target=reconciler.run, name="demo-reconciler", daemon=True)

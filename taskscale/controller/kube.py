@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 
 from taskscale.connection import describe_error
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
+from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.kube_client import (
     DELETION_COST,
     FIELD_MANAGER,
@@ -242,8 +243,9 @@ class KubeController:
             identity=identity,
             retry=self.settings.api_retry,
         )
+        self.decisions = DecisionLog(self.reporter)  # and into Redis, for the dashboard
         self.reconciler = Reconciler(
-            reporter=self.reporter,
+            reporter=self.decisions,
             metrics=metrics,
             settings=self.settings.reconciler,
             heartbeat=heartbeat,
@@ -311,10 +313,13 @@ class KubeController:
         except redis.RedisError as exc:  # a redis+cluster:// URL reads the slot map at once
             self.reconciler.remove(key)  # tried again at the next re-list
             self.reporter.report_invalid(obj, EventReason.REDIS_UNREACHABLE, describe_error(exc))
+        self.decisions.bind(scaler, url)
+        self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
 
     def handle_delete(self, key: str) -> None:
         self.reconciler.remove(key)
         self.reporter.forget(key)
+        self.decisions.forget(key)
 
     def redis_url(self, scaler: ScalerConfig) -> str:
         """The scaler's Redis URL, reading its Secret when it names one."""

@@ -1,0 +1,133 @@
+"""Scaling decisions into Redis, where the dashboard's scaling page reads them.
+
+:class:`DecisionLog` is a reconciler :class:`~taskscale.controller.reconciler.Reporter`
+that passes every outcome on to another reporter (Kubernetes status and
+Events, or the demo's console) and also records it in the scaler's own Redis
+with ``scaler_report.lua``: the last pass (current and desired replicas, the
+sentence) every time, and a decision appended to a capped list when it says
+something new -- a scale, another desired count or reason, a problem -- so the
+timeline shows changes, not one identical line per poll.
+
+The scaler's Redis URL may come from a Secret, which only the caller resolves:
+:meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  Writing
+is best effort: a Redis error is logged once per scaler and never reaches
+the reconcile loop.  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from taskscale.connection import connect
+from taskscale.controller.config import ScalerConfig
+from taskscale.controller.reconciler import PassOutcome, Reporter
+from taskscale.keys import Keys
+from taskscale.luascripts import script_source
+
+log = logging.getLogger("taskscale.controller.decisions")
+
+#: Decisions kept per scaler.
+DECISIONS_CAP = 200
+#: How long a scaler that stopped reporting stays listed (1 day).
+KEEP_MS = 86_400_000
+
+
+def pass_record(outcome: PassOutcome) -> dict[str, Any]:
+    """The JSON of one pass: what the scaling page shows of a scaler."""
+    config, decision = outcome.config, outcome.decision
+    return {
+        "scaler": config.key,
+        "target": config.target,
+        "types": [t.name for t in config.policy.types],
+        "min": config.policy.min_replicas,
+        "max": config.policy.max_replicas,
+        "tasks_per_replica": config.policy.tasks_per_replica,
+        "at": round(outcome.at, 3),
+        "current": outcome.current,
+        "desired": None if decision is None else decision.desired,
+        "scaled": outcome.scaled,
+        "reason_code": None if decision is None else decision.reason_code,
+        "reason": "" if decision is None else decision.reason,
+        "problem": outcome.problem,
+        "message": outcome.message,
+    }
+
+
+class DecisionLog:
+    """A Reporter that records each pass in Redis and hands it on to ``inner``."""
+
+    def __init__(self, inner: Reporter | None = None, *, cap: int = DECISIONS_CAP) -> None:
+        self._inner = inner
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._where: dict[str, tuple[redis.Redis, Keys]] = {}
+        self._script: Script | None = None
+        self._clients: dict[str, redis.Redis] = {}
+        self._last: dict[str, tuple[Any, ...]] = {}
+        self._failing: set[str] = set()
+
+    def bind(self, config: ScalerConfig, redis_url: str) -> None:
+        """Record ``config``'s passes in the Redis at ``redis_url``."""
+        with self._lock:
+            client = self._clients.get(redis_url)
+            if client is None:
+                client = self._clients[redis_url] = connect(redis_url)
+            self._where[config.key] = (client, Keys(config.redis.key_namespace))
+
+    def forget(self, scaler_key: str) -> None:
+        with self._lock:
+            self._where.pop(scaler_key, None)
+            self._last.pop(scaler_key, None)
+
+    def report(self, outcome: PassOutcome) -> None:
+        if self._inner is not None:
+            self._inner.report(outcome)
+        key = outcome.config.key
+        with self._lock:
+            where = self._where.get(key)
+        if where is None:
+            return
+        record = pass_record(outcome)
+        signature = (
+            record["current"],
+            record["desired"],
+            record["reason_code"],
+            record["problem"],
+        )
+        new = outcome.scaled or signature != self._last.get(key)
+        try:
+            self._write(where, key, record, new)
+        except redis.RedisError as exc:
+            if key not in self._failing:
+                log.warning("%s: decision not recorded in Redis: %s", key, exc)
+                self._failing.add(key)
+            return
+        self._failing.discard(key)
+        if new:
+            self._last[key] = signature
+
+    def _write(
+        self, where: tuple[redis.Redis, Keys], key: str, record: dict[str, Any], new: bool
+    ) -> None:
+        client, keys = where
+        text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        if self._script is None:  # a Script object works with any client (EVALSHA)
+            self._script = client.register_script(script_source("scaler_report"))
+        self._script(
+            keys=[keys.scalers, keys.scaler(key), keys.decisions(key)],
+            args=[key, text, text if new else "", self._cap, KEEP_MS],
+            client=client,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+            self._where.clear()
