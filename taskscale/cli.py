@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "fanout": "taskscale.cli_fanout",
     "schedules": "taskscale.cli_schedules",
     "catalog": "taskscale.cli_catalog",
+    "dashboard": "taskscale.dashboard.server",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",

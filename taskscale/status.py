@@ -70,6 +70,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         stats = {_text(k): _int(v) for k, v in chunk[-1].items()}
         types[name] = {
             "queued": sum(chunk[:PRIORITY_LEVELS]),
+            "queued_by_priority": list(chunk[:PRIORITY_LEVELS]),
             "delayed": chunk[PRIORITY_LEVELS],
             "active": active_by.get(name, 0),
             "completed": stats.get("completed", 0),

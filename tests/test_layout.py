@@ -90,3 +90,20 @@ def test_the_runtime_never_imports_the_controller() -> None:
         if imports(p, "taskscale.controller")
     }
     assert offenders == {}
+
+
+def test_neither_the_runtime_nor_the_controller_imports_the_dashboard() -> None:
+    # worker and controller images must not need the dashboard extra
+    others = [p for p in python_files("taskscale") if "dashboard" not in p.parts]
+    offenders = {
+        module_name(p): sorted(imports(p, "taskscale.dashboard"))
+        for p in others
+        if imports(p, "taskscale.dashboard")
+    }
+    assert offenders == {}
+
+
+def test_the_dashboard_never_imports_the_controller() -> None:
+    # it reads the decisions through taskscale.scaling: no Kubernetes client needed
+    dashboard = python_files("taskscale/dashboard")
+    assert dashboard and not any(imports(p, "taskscale.controller") for p in dashboard)

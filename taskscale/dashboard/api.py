@@ -1,0 +1,309 @@
+"""The dashboard's JSON API under ``/api/`` (the pages use nothing else).
+
+Reads are open to whoever can reach the port (it binds 127.0.0.1 by
+default).  Every state change is a POST that must carry the operator token
+in the ``X-Taskscale-Token`` header, or it is refused with 403 and nothing
+is changed -- and there is no way to send it without a token configured.  A
+browser never attaches that header by itself, so another site cannot make
+the operator's browser change anything (CSRF): it would need the token, and
+a cross-origin request with a custom header is stopped by the browser's
+preflight (no CORS headers are ever sent).  Each change is one of the atomic
+admin scripts (:mod:`taskscale.admin`) or an enqueue.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from taskscale import admin, status
+from taskscale.catalog import read_catalog
+from taskscale.dashboard import data
+from taskscale.keys import Keys, check_name, parse_priority
+from taskscale.producer import Call, Producer
+from taskscale.rpc import CallOptions, RemoteError, TaskTimeout, call_async
+from taskscale.scaling import read_scalers
+
+TOKEN_HEADER = "x-taskscale-token"
+#: Longest a "call" from the console waits for the result, seconds.
+MAX_CALL_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every endpoint needs: a client, the namespace, the token."""
+
+    client: redis.Redis
+    keys: Keys
+    token: str | None
+
+    def authorized(self, request: Request) -> bool:
+        if not self.token:
+            return False
+        supplied = request.headers.get(TOKEN_HEADER, "")
+        return hmac.compare_digest(supplied.encode(), self.token.encode())
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _json(doc: Any, code: int = 200) -> JSONResponse:
+    return JSONResponse(doc, status_code=code, headers={"Cache-Control": "no-store"})
+
+
+def _type(request: Request) -> str:
+    try:
+        return check_name("task type", request.path_params["type"])
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+def _int_param(request: Request, name: str, default: int, top: int) -> int:
+    try:
+        value = int(request.query_params.get(name, default))
+    except ValueError:
+        raise ApiError(400, f"{name} must be a whole number") from None
+    return max(0, min(value, top))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "the body is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return doc
+
+
+def _call_args(body: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    args, kwargs = body.get("args", []), body.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ApiError(400, "args must be a JSON list and kwargs a JSON object")
+    return args, kwargs
+
+
+def _ids(body: dict[str, Any]) -> list[str] | None:
+    """``{"all": true}`` -> None (every one); ``{"ids": [...]}`` -> the ids."""
+    if body.get("all") is True:
+        return None
+    ids = body.get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise ApiError(400, 'give {"ids": [task ids]} or {"all": true}')
+    return ids
+
+
+def _number(body: dict[str, Any], name: str, default: float, top: float) -> float:
+    value = body.get(name, default)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ApiError(400, f"{name} must be a number")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a number") from None
+    if not math.isfinite(number) or not 0 <= number <= top:
+        raise ApiError(400, f"{name} must be between 0 and {top:g}")
+    return number
+
+
+Handler = Callable[[Context, Request], Any]
+
+
+def _read(handler: Handler) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        ctx: Context = request.app.state.ctx
+        try:
+            doc = await _in_thread(handler, ctx, request)
+        except ApiError as exc:
+            return _json({"error": str(exc)}, exc.code)
+        except (ValueError, TypeError) as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(doc)
+
+    return endpoint
+
+
+def _write(handler: Callable[[Context, Request, dict[str, Any]], Any]) -> Callable[..., Any]:
+    async def endpoint(request: Request) -> Response:
+        ctx: Context = request.app.state.ctx
+        if not ctx.authorized(request):
+            why = "a valid X-Taskscale-Token header" if ctx.token else "--token (read-only now)"
+            return _json({"error": f"forbidden: state changes need {why}"}, 403)
+        try:
+            body = await _body(request)
+            doc = await _in_thread(handler, ctx, request, body)
+        except ApiError as exc:
+            return _json({"error": str(exc)}, exc.code)
+        except (ValueError, TypeError) as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(doc)
+
+    return endpoint
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(fn, *args)
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+def get_status(ctx: Context, request: Request) -> Any:
+    """Exactly ``taskscale status --json``."""
+    found = status.collect(ctx.client, ctx.keys)
+    for t in found["types"].values():
+        t.pop("stats", None)
+    return found
+
+
+def get_overview(ctx: Context, request: Request) -> Any:
+    found = data.overview(ctx.client, ctx.keys)
+    catalog = read_catalog(ctx.client, ctx.keys)
+    for name in catalog["types"].keys() - found["types"].keys():  # served, never enqueued
+        found["types"][name] = data.empty_row()
+    found["types"] = dict(sorted(found["types"].items()))
+    found["unserved"] = catalog["unserved"]
+    return found
+
+
+def get_catalog(ctx: Context, request: Request) -> Any:
+    return read_catalog(ctx.client, ctx.keys)
+
+
+def get_type(ctx: Context, request: Request) -> Any:
+    return data.type_detail(ctx.client, ctx.keys, _type(request))
+
+
+def get_workers(ctx: Context, request: Request) -> Any:
+    found = status.collect(ctx.client, ctx.keys)
+    now_ms = found["now"] * 1000
+    for w in found["workers"]:
+        w["dead_unreaped"] = not w["registered"] or w["lease_expires_ms"] < now_ms
+    return {"now": found["now"], "workers": found["workers"]}
+
+
+def get_dead(ctx: Context, request: Request) -> Any:
+    start = _int_param(request, "start", 0, 10**9)
+    count = _int_param(request, "count", 50, 500)
+    return data.dead_letters(ctx.client, ctx.keys, _type(request), start=start, count=count)
+
+
+def get_delayed(ctx: Context, request: Request) -> Any:
+    start = _int_param(request, "start", 0, 10**9)
+    count = _int_param(request, "count", 50, 500)
+    return data.delayed_tasks(ctx.client, ctx.keys, _type(request), start=start, count=count)
+
+
+def get_fanouts(ctx: Context, request: Request) -> Any:
+    return {"fanouts": data.fanouts(ctx.client, ctx.keys)}
+
+
+def get_scalers(ctx: Context, request: Request) -> Any:
+    return {"scalers": read_scalers(ctx.client, ctx.keys)}
+
+
+def get_task(ctx: Context, request: Request) -> Any:
+    task_id = check_name("task id", request.path_params["id"])
+    try:
+        info = admin.task_info(ctx.client, ctx.keys, task_id, limit=50_000)
+    except admin.LookupLimitReached as exc:
+        raise ApiError(404, str(exc)) from None
+    if info is None:
+        return {"id": task_id, "state": "unknown"}
+    return {
+        "id": task_id,
+        "state": info.state,
+        "type": info.task_type,
+        "where": info.where,
+        "ok": info.ok,
+        "result": info.result,
+        "error": info.error,
+    }
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+def post_auth(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
+    return {"ok": True}
+
+
+def post_dead(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
+    op = request.path_params["op"]
+    run = {"retry": admin.dead_requeue, "delete": admin.dead_purge}.get(op)
+    if run is None:
+        raise ApiError(404, f"no dead-letter operation {op!r}")
+    return {"done": run(ctx.client, ctx.keys, _type(request), ids=_ids(body))}
+
+
+def post_delayed(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
+    op = request.path_params["op"]
+    run = {"run": admin.delayed_run_now, "delete": admin.delayed_delete}.get(op)
+    if run is None:
+        raise ApiError(404, f"no delayed-task operation {op!r}")
+    task_id = check_name("task id", request.path_params["id"])
+    if not run(ctx.client, ctx.keys, _type(request), task_id):
+        raise ApiError(404, f"task {task_id} is not among the delayed tasks")
+    return {"done": 1}
+
+
+def post_enqueue(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
+    args, kwargs = _call_args(body)
+    priority = parse_priority(body.get("priority", 5))
+    delay = _number(body, "delay", 0.0, 365 * 86400.0)
+    producer = Producer(ctx.client, keys=ctx.keys)
+    [task_id] = producer.enqueue_many(
+        _type(request), [Call(args, kwargs)], delay=delay or None, priority=priority
+    )
+    return {"id": task_id}
+
+
+def post_call(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
+    args, kwargs = _call_args(body)
+    options = CallOptions(priority=parse_priority(body.get("priority", 5)))
+    timeout = _number(body, "timeout", 30.0, MAX_CALL_TIMEOUT_S)
+    handle = call_async(ctx.client, _type(request), *args, options=options, keys=ctx.keys, **kwargs)
+    try:
+        return {"id": handle.id, "ok": True, "result": handle.get(timeout)}
+    except RemoteError as exc:
+        return {"id": handle.id, "ok": False, "error": str(exc)}
+    except TaskTimeout:
+        return {"id": handle.id, "ok": False, "error": f"no result within {timeout:g} s"}
+
+
+ROUTES = [
+    Route("/api/status", _read(get_status)),
+    Route("/api/overview", _read(get_overview)),
+    Route("/api/catalog", _read(get_catalog)),
+    Route("/api/types/{type}", _read(get_type)),
+    Route("/api/workers", _read(get_workers)),
+    Route("/api/dead/{type}", _read(get_dead)),
+    Route("/api/delayed/{type}", _read(get_delayed)),
+    Route("/api/fanouts", _read(get_fanouts)),
+    Route("/api/scalers", _read(get_scalers)),
+    Route("/api/tasks/{id}", _read(get_task)),
+    Route("/api/auth", _write(post_auth), methods=["POST"]),
+    Route("/api/dead/{type}/{op}", _write(post_dead), methods=["POST"]),
+    Route("/api/delayed/{type}/{id}/{op}", _write(post_delayed), methods=["POST"]),
+    Route("/api/enqueue/{type}", _write(post_enqueue), methods=["POST"]),
+    Route("/api/call/{type}", _write(post_call), methods=["POST"]),
+]

@@ -1,0 +1,72 @@
+"""The dashboard's ASGI application: pages, ``/api/``, vendored static files.
+
+Security headers go on every response: a Content-Security-Policy that allows
+only this origin's own scripts and styles (no inline script, so an injected
+``<script>`` could not run even if escaping failed), no framing, no referrer.
+The Redis URL is never rendered: pages show only its host and port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
+
+import redis
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from taskscale.dashboard import api, pages
+from taskscale.keys import Keys
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class _SecurityHeaders(BaseHTTPMiddleware):
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+
+def redis_where(url: str) -> str:
+    """``host:port/db`` of a Redis URL: never its user name or password."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return "unix socket"
+    host = parts.hostname or "?"
+    port = parts.port or 6379
+    return f"{host}:{port}{parts.path or ''}"
+
+
+def create_app(
+    client: redis.Redis, *, keys: Keys, token: str | None, redis_url: str, root: str = ""
+) -> Starlette:
+    """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only."""
+    app = Starlette(
+        routes=[
+            *api.ROUTES,
+            *pages.ROUTES,
+            Mount("/static", StaticFiles(packages=[("taskscale.dashboard", "static")])),
+        ],
+        middleware=[Middleware(_SecurityHeaders)],
+    )
+    app.state.ctx = api.Context(client=client, keys=keys, token=token or None)
+    app.state.root = root.rstrip("/")
+    app.state.redis_where = redis_where(redis_url)
+    return app

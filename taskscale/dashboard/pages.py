@@ -1,0 +1,128 @@
+"""The dashboard's HTML pages, rendered with Jinja2 (autoescaping on).
+
+Every value from Redis goes through the template's escaping (or, on the
+live pages, into ``textContent`` from the JS), so a task argument of
+``<script>`` is shown as text.  The overview and scaling pages are shells
+that ``static/dashboard.js`` fills from ``/api/`` every two seconds; the
+others are rendered here from the same readers as the API.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from taskscale.catalog import signature_text
+from taskscale.dashboard import api, data, forms
+from taskscale.keys import check_name
+from taskscale.status import _ago
+
+_env = Environment(
+    loader=PackageLoader("taskscale.dashboard", "templates"),
+    autoescape=select_autoescape(["html"], default=True),
+)
+_env.filters["urlencode"] = lambda v: quote(str(v), safe="")
+
+
+def _when(ms: int | float | None) -> str:
+    if not ms:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + "Z"
+
+
+def _render(request: Request, template: str, page: str, **values: Any) -> Response:
+    ctx: api.Context = request.app.state.ctx
+    html = _env.get_template(template).render(
+        root=request.app.state.root,
+        page=page,
+        writable=bool(ctx.token),
+        namespace=ctx.keys.namespace,
+        redis_where=request.app.state.redis_where,
+        ago=_ago,
+        when=_when,
+        **values,
+    )
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+def _type(request: Request) -> str | None:
+    try:
+        return check_name("task type", request.path_params["type"])
+    except ValueError:
+        return None
+
+
+def _not_found(what: str) -> Response:
+    return HTMLResponse(f"<!doctype html><p>not found: {what}</p>", status_code=404)
+
+
+async def overview(request: Request) -> Response:
+    return _render(request, "overview.html", "overview")
+
+
+async def scaling(request: Request) -> Response:
+    return _render(request, "scaling.html", "scaling")
+
+
+async def workers(request: Request) -> Response:
+    found = await api._in_thread(api.get_workers, request.app.state.ctx, request)
+    return _render(request, "workers.html", "workers", **found)
+
+
+async def fanouts(request: Request) -> Response:
+    ctx: api.Context = request.app.state.ctx
+    found = await api._in_thread(data.fanouts, ctx.client, ctx.keys)
+    return _render(request, "fanouts.html", "fanouts", fanouts=found)
+
+
+async def task_type(request: Request) -> Response:
+    ctx: api.Context = request.app.state.ctx
+    name = _type(request)
+    if name is None:
+        return _not_found("task type")
+    detail = await api._in_thread(data.type_detail, ctx.client, ctx.keys, name)
+    entry = detail["catalog"]
+    return _render(
+        request,
+        "type.html",
+        "type",
+        task_type=name,
+        detail=detail,
+        fields=forms.fields(entry),
+        signature=signature_text(entry) if entry else "",
+    )
+
+
+async def dead(request: Request) -> Response:
+    ctx: api.Context = request.app.state.ctx
+    name = _type(request)
+    if name is None:
+        return _not_found("task type")
+    found = await api._in_thread(data.dead_letters, ctx.client, ctx.keys, name)
+    return _render(request, "dead.html", "dead", task_type=name, dead=found)
+
+
+async def delayed(request: Request) -> Response:
+    ctx: api.Context = request.app.state.ctx
+    name = _type(request)
+    if name is None:
+        return _not_found("task type")
+    found = await api._in_thread(data.delayed_tasks, ctx.client, ctx.keys, name)
+    return _render(request, "delayed.html", "delayed", task_type=name, delayed=found)
+
+
+ROUTES = [
+    Route("/", overview),
+    Route("/scaling", scaling),
+    Route("/workers", workers),
+    Route("/fanouts", fanouts),
+    Route("/types/{type}", task_type),
+    Route("/dead/{type}", dead),
+    Route("/delayed/{type}", delayed),
+]

@@ -1,0 +1,117 @@
+"""``taskscale dashboard``, and the dashboard served from a thread (the demo, tests).
+
+This module imports no web framework at import time, so ``taskscale`` can
+list the command without the ``dashboard`` extra and say how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from taskscale.cli_runtime import _client, _common, _guarded, count
+
+log = logging.getLogger("taskscale.dashboard")
+
+TOKEN_ENV = "TASKSCALE_DASHBOARD_TOKEN"
+DEFAULT_PORT = 8470
+MISSING = "the dashboard needs its extra: pip install 'taskscale[dashboard]'"
+
+
+def available() -> bool:
+    """Whether the ``dashboard`` extra (Starlette, uvicorn, Jinja2) is installed."""
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class RunningDashboard:
+    """A dashboard served by uvicorn in a daemon thread."""
+
+    url: str
+    server: Any
+    thread: threading.Thread
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+
+def serve_in_thread(
+    redis_url: str,
+    *,
+    namespace: str,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    startup_timeout_s: float = 20.0,
+) -> RunningDashboard:
+    """Start the dashboard on ``host:port`` (0 = a free port); return once it listens."""
+    import uvicorn
+
+    from taskscale.connection import connect
+    from taskscale.dashboard.app import create_app
+    from taskscale.keys import Keys
+
+    client = connect(redis_url)
+    app = create_app(client, keys=Keys(namespace), token=token, redis_url=redis_url)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="dashboard", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the dashboard did not start on {host}:{port}")
+        time.sleep(0.02)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    return RunningDashboard(f"http://{host}:{bound}/", server, thread)
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("dashboard", help="serve the web console (taskscale[dashboard])")
+    _common(p)
+    p.add_argument("--port", type=count, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument(
+        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this host)"
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"operator token that allows retries, deletes, enqueues (env {TOKEN_ENV}); "
+        "without one the console is read-only",
+    )
+    p.set_defaults(func=_guarded(_run))
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not available():
+        print(f"taskscale dashboard: {MISSING}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from taskscale.dashboard.app import create_app
+    from taskscale.logs import redact
+
+    client, keys = _client(args)
+    app = create_app(client, keys=keys, token=args.token, redis_url=args.redis_url)
+    mode = "state changes need the token" if args.token else "read-only (no --token)"
+    print(
+        f"taskscale dashboard: http://{args.bind}:{args.port}/ ({mode}); "
+        f"Redis {redact(args.redis_url)}, namespace {keys.namespace}",
+        flush=True,
+    )
+    uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")
+    return 0

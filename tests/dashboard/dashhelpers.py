@@ -1,0 +1,79 @@
+"""Helpers of the dashboard tests: a dashboard served from a thread, HTTP
+requests with the stdlib, and dead letters made by a real worker."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
+
+from workerprocs import processes, start_worker, wait_until
+
+from taskscale.dashboard.server import RunningDashboard, serve_in_thread
+from taskscale.keys import Keys
+from taskscale.producer import Producer
+
+KEYS = Keys("taskscale")
+TOKEN = "test-operator-token"
+EXAMPLES = ["taskscale.examples"]
+
+
+@contextmanager
+def dashboard(url: str, *, token: str | None = TOKEN) -> Iterator[RunningDashboard]:
+    running = serve_in_thread(url, namespace="taskscale", token=token)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def get(base: str, path: str) -> tuple[int, Any, dict[str, str]]:
+    """GET ``path``: (status, JSON or text, headers)."""
+    try:
+        with urllib.request.urlopen(base + path.lstrip("/"), timeout=60) as reply:
+            return reply.status, _decode(reply.read(), reply.headers), dict(reply.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, _decode(exc.read(), exc.headers), dict(exc.headers)
+
+
+def post(base: str, path: str, doc: Any = None, *, token: str | None = TOKEN) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["X-Taskscale-Token"] = token
+    request = urllib.request.Request(
+        base + path.lstrip("/"),
+        data=json.dumps(doc if doc is not None else {}).encode(),
+        headers=headers,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, _decode(reply.read(), reply.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, _decode(exc.read(), exc.headers)
+
+
+def _decode(raw: bytes, headers: Any) -> Any:
+    text = raw.decode()
+    if "json" in (headers.get("Content-Type") or ""):
+        return json.loads(text)
+    return text
+
+
+def make_dead_letters(url: str, r: redis.Redis, messages: list[str]) -> list[str]:
+    """Run a real worker on ``fail`` until one dead letter per message exists;
+    return their task ids (the worker is stopped before returning)."""
+    producer = Producer(r, keys=KEYS)
+    ids = [producer.enqueue("fail", message=m, max_retries=0) for m in messages]
+    with processes(start_worker(url, types="fail", imports=EXAMPLES)):
+        wait_until(lambda: r.llen(KEYS.dead("fail")) == len(messages))
+    return ids
