@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 # engine (images), containerd + runc + CNI plugins (the local kubelet),
 # debootstrap (the base image), prometheus (scenario 3), busybox-static (the
 # node test's image) and the node binaries (kubelet, scheduler, kube-proxy).
-APT_PACKAGES=(redis-server)
+# chromium + chromium-driver: the dashboard's browser tests (Selenium drives
+# the system browser; nothing is downloaded at test time).
+APT_PACKAGES=(redis-server chromium chromium-driver)
 if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
   APT_PACKAGES+=(openssl)
 fi
@@ -41,7 +43,7 @@ want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[controller,dev]'
+  .venv/bin/pip install -q -e '.[controller,dashboard,dev]'
   echo "$want" > "$stamp"
 fi
 

@@ -24,7 +24,9 @@ import contextlib
 import logging
 import math
 import os
+import secrets
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -140,7 +142,8 @@ def run(settings: DemoSettings, plan: LoadPlan) -> RunResult:
         _start_scheduler(stack, client, keys)
         reporter = ConsoleReporter()
         reconciler = _start_reconciler(stack, settings, url, pool, reporter)
-        print(_banner(settings, url, log_dir), flush=True)
+        console = _start_dashboard(stack, settings, url)
+        print(_banner(settings, url, log_dir) + console, flush=True)
         generator = LoadGenerator(Producer(client, keys=keys), plan, settings)
         t0 = time.monotonic()
         generator.start(t0)
@@ -260,6 +263,20 @@ def _drive(
 def _completed(client: redis.Redis, keys: Keys) -> int:
     obs = Observer(client, keys).observe({"demo": ObserveRequest((TASK_TYPE,), 0)})
     return obs["demo"].types[TASK_TYPE].completed_total
+
+
+def _start_dashboard(stack: contextlib.ExitStack, settings: DemoSettings, url: str) -> str:
+    """Serve the dashboard for the run when its extra is installed; its banner line."""
+    from taskscale.dashboard import server
+
+    if not server.available():
+        return f"\n(no dashboard: {server.MISSING})"
+    token = secrets.token_urlsafe(12)
+    with socket.socket() as probe:  # the usual port when free, else any
+        port = server.DEFAULT_PORT if probe.connect_ex(("127.0.0.1", server.DEFAULT_PORT)) else 0
+    running = server.serve_in_thread(url, namespace=settings.namespace, token=token, port=port)
+    stack.callback(running.stop)
+    return f"\ndashboard: {running.url} (operator token for retries and enqueues: {token})"
 
 
 def _banner(settings: DemoSettings, url: str, log_dir: Path) -> str:
