@@ -13,11 +13,14 @@ admin scripts (:mod:`taskscale.admin`) or an enqueue.
 
 from __future__ import annotations
 
+import copy
 import hmac
 import json
 import math
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -38,6 +41,30 @@ TOKEN_HEADER = "x-taskscale-token"
 MAX_CALL_TIMEOUT_S = 120.0
 
 
+class Snapshots:
+    """The last answer of each expensive read, shared by every viewer for
+    ``max_age_s``: ten open overview tabs cost Redis what one costs."""
+
+    def __init__(self, max_age_s: float = 1.0) -> None:
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[float, Any]] = {}
+
+    def get(self, name: str, read: Callable[[], Any]) -> Any:
+        with self._lock:  # one reader at a time: the others wait and share its answer
+            kept = self._kept.get(name)
+            if kept is not None and time.monotonic() - kept[0] < self.max_age_s:
+                return copy.deepcopy(kept[1])
+            value = read()
+            self._kept[name] = (time.monotonic(), value)
+            return copy.deepcopy(value)
+
+    def forget(self) -> None:
+        """After a change made through the console: the next read is fresh."""
+        with self._lock:
+            self._kept.clear()
+
+
 @dataclass(frozen=True)
 class Context:
     """What every endpoint needs: a client, the namespace, the token."""
@@ -45,6 +72,7 @@ class Context:
     client: redis.Redis
     keys: Keys
     token: str | None
+    snapshots: Snapshots = field(default_factory=Snapshots)
 
     def authorized(self, request: Request) -> bool:
         if not self.token:
@@ -149,6 +177,7 @@ def _write(handler: Callable[[Context, Request, dict[str, Any]], Any]) -> Callab
         try:
             body = await _body(request)
             doc = await _in_thread(handler, ctx, request, body)
+            ctx.snapshots.forget()
         except ApiError as exc:
             return _json({"error": str(exc)}, exc.code)
         except (ValueError, TypeError) as exc:
@@ -176,6 +205,10 @@ def get_status(ctx: Context, request: Request) -> Any:
 
 
 def get_overview(ctx: Context, request: Request) -> Any:
+    return ctx.snapshots.get("overview", lambda: _overview(ctx))
+
+
+def _overview(ctx: Context) -> Any:
     found = data.overview(ctx.client, ctx.keys)
     catalog = read_catalog(ctx.client, ctx.keys)
     for name in catalog["types"].keys() - found["types"].keys():  # served, never enqueued

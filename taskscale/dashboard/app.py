@@ -16,8 +16,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
@@ -44,6 +44,11 @@ class _SecurityHeaders(BaseHTTPMiddleware):
         return response
 
 
+async def _healthz(request: Request) -> Response:
+    """Liveness and readiness: the server answers (Redis trouble shows on the pages)."""
+    return PlainTextResponse("ok")
+
+
 def redis_where(url: str) -> str:
     """``host:port/db`` of a Redis URL: never its user name or password."""
     parts = urlsplit(url)
@@ -60,6 +65,7 @@ def create_app(
     """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only."""
     app = Starlette(
         routes=[
+            Route("/healthz", _healthz),
             *api.ROUTES,
             *pages.ROUTES,
             Mount("/static", StaticFiles(packages=[("taskscale.dashboard", "static")])),

@@ -42,7 +42,8 @@ def get(base: str, path: str) -> tuple[int, Any, dict[str, str]]:
         with urllib.request.urlopen(base + path.lstrip("/"), timeout=60) as reply:
             return reply.status, _decode(reply.read(), reply.headers), dict(reply.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, _decode(exc.read(), exc.headers), dict(exc.headers)
+        with exc:
+            return exc.code, _decode(exc.read(), exc.headers), dict(exc.headers)
 
 
 def post(base: str, path: str, doc: Any = None, *, token: str | None = TOKEN) -> tuple[int, Any]:
@@ -59,7 +60,8 @@ def post(base: str, path: str, doc: Any = None, *, token: str | None = TOKEN) ->
         with urllib.request.urlopen(request, timeout=60) as reply:
             return reply.status, _decode(reply.read(), reply.headers)
     except urllib.error.HTTPError as exc:
-        return exc.code, _decode(exc.read(), exc.headers)
+        with exc:
+            return exc.code, _decode(exc.read(), exc.headers)
 
 
 def _decode(raw: bytes, headers: Any) -> Any:
@@ -74,6 +76,7 @@ def make_dead_letters(url: str, r: redis.Redis, messages: list[str]) -> list[str
     return their task ids (the worker is stopped before returning)."""
     producer = Producer(r, keys=KEYS)
     ids = [producer.enqueue("fail", message=m, max_retries=0) for m in messages]
-    with processes(start_worker(url, types="fail", imports=EXAMPLES)):
+    # one thread: the tasks fail, and are dead-lettered, in the order enqueued
+    with processes(start_worker(url, types="fail", imports=EXAMPLES, threads=1)):
         wait_until(lambda: r.llen(KEYS.dead("fail")) == len(messages))
     return ids

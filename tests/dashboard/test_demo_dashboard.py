@@ -17,7 +17,16 @@ from dashhelpers import get
 @pytest.mark.integration
 def test_the_demo_serves_the_dashboard_with_its_scaling_decisions(tmp_path: Path) -> None:
     demo = subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", "demo", "--duration", "21", "--idle-threshold", "3"],
+        [
+            sys.executable,
+            "-m",
+            "taskscale.cli",
+            "demo",
+            "--duration",
+            "21",
+            "--idle-threshold",
+            "3",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -124,3 +124,20 @@ app.kubernetes.io/component: {{ .component }}
 taskscale
 {{- end -}}
 {{- end -}}
+{{- define "taskscale.dashboard.name" -}}
+{{- printf "%s-dashboard" (include "taskscale.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "taskscale.dashboard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "taskscale.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dashboard
+{{- end -}}
+
+{{- define "taskscale.dashboard.labels" -}}
+helm.sh/chart: {{ include "taskscale.chart" . }}
+{{ include "taskscale.dashboard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: taskscale
+{{- end -}}
