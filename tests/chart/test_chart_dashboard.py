@@ -46,7 +46,7 @@ def test_the_dashboard_reads_its_token_and_url_from_secrets_and_runs_restricted(
     assert service["spec"]["ports"][0]["port"] == 9000
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "dashboard"
     # the controller's Deployment and metrics Service must not select the console's pod
-    controller = [d for d in by_kind(objects, "Deployment") if d is not deployment][0]
+    controller = next(d for d in by_kind(objects, "Deployment") if d is not deployment)
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     selector = controller["spec"]["selector"]["matchLabels"]
     assert not all(labels.get(k) == v for k, v in selector.items())
