@@ -127,7 +127,9 @@ def main() -> None:
     with LocalRedis() as server:
         client = redis.Redis.from_url(server.url)
         populate(client, types=args.types, workers=args.workers)
-        running = serve_in_thread(server.url, namespace="taskscale")
+        # snapshot_s=0: every GET reads Redis (the worst case: the cache shares
+        # one read per second among viewers; one viewer polls every 2 s anyway)
+        running = serve_in_thread(server.url, namespace="taskscale", snapshot_s=0.0)
         try:
             print(f"{args.types} types, {args.workers} workers; {args.requests} GETs each")
             for path in ENDPOINTS:

@@ -60,9 +60,16 @@ def redis_where(url: str) -> str:
 
 
 def create_app(
-    client: redis.Redis, *, keys: Keys, token: str | None, redis_url: str, root: str = ""
+    client: redis.Redis,
+    *,
+    keys: Keys,
+    token: str | None,
+    redis_url: str,
+    root: str = "",
+    snapshot_s: float = 1.0,
 ) -> Starlette:
-    """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only."""
+    """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only;
+    ``snapshot_s``: how long one overview read is shared by every viewer."""
     app = Starlette(
         routes=[
             Route("/healthz", _healthz),
@@ -72,7 +79,9 @@ def create_app(
         ],
         middleware=[Middleware(_SecurityHeaders)],
     )
-    app.state.ctx = api.Context(client=client, keys=keys, token=token or None)
+    app.state.ctx = api.Context(
+        client=client, keys=keys, token=token or None, snapshots=api.Snapshots(snapshot_s)
+    )
     app.state.root = root.rstrip("/")
     app.state.redis_where = redis_where(redis_url)
     return app

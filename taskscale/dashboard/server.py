@@ -56,6 +56,7 @@ def serve_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     startup_timeout_s: float = 20.0,
+    snapshot_s: float = 1.0,
 ) -> RunningDashboard:
     """Start the dashboard on ``host:port`` (0 = a free port); return once it listens."""
     import uvicorn
@@ -65,7 +66,9 @@ def serve_in_thread(
     from taskscale.keys import Keys
 
     client = connect(redis_url)
-    app = create_app(client, keys=Keys(namespace), token=token, redis_url=redis_url)
+    app = create_app(
+        client, keys=Keys(namespace), token=token, redis_url=redis_url, snapshot_s=snapshot_s
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="dashboard", daemon=True)
