@@ -177,7 +177,13 @@
 
   function poll(fn) {
     const run = async () => {
-      try { await fn(); } catch (e) { showMode("refresh failed: " + e.message, "bad"); }
+      try {
+        await fn();
+        body.classList.remove("stale");
+      } catch (e) {
+        body.classList.add("stale"); // shown greyed out until a refresh succeeds
+        console.warn("refresh failed:", e);
+      }
       setTimeout(run, POLL_MS);
     };
     run();
