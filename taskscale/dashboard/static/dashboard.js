@@ -55,7 +55,8 @@
     svg.setAttribute("height", h);
     if (values.length > 1) {
       const top = Math.max(1, ...values);
-      const step = w / (HISTORY - 1);
+      // a short history is drawn across a minute's width, not squeezed at the right end
+      const step = w / (Math.max(30, values.length) - 1);
       const x0 = w - step * (values.length - 1);
       const pts = values.map((v, i) =>
         (x0 + i * step).toFixed(1) + "," + (h - 1 - (v / top) * (h - 3)).toFixed(1));
@@ -139,7 +140,10 @@
     tbody.replaceChildren(...rows);
     const warnings = document.getElementById("warnings");
     const notes = doc.warnings.slice();
-    for (const name of doc.unserved || []) notes.push(name + ": enqueued, and no live worker serves it");
+    for (const name of doc.unserved || []) {
+      // the status already warns about a type with ready tasks and no worker
+      if (!notes.some((w) => w.startsWith(name + ":"))) notes.push(name + ": enqueued, and no live worker serves it");
+    }
     warnings.replaceChildren(...notes.map((w) => el("p", { class: "warn", text: w })));
     document.getElementById("clock").textContent =
       `${doc.workers.length} worker(s), ${doc.schedulers.length} scheduler(s) · ` +
