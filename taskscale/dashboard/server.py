@@ -42,10 +42,12 @@ class RunningDashboard:
     url: str
     server: Any
     thread: threading.Thread
+    client: Any
 
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
+        self.client.close()
 
 
 def serve_in_thread(
@@ -77,10 +79,11 @@ def serve_in_thread(
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
+            client.close()
             raise RuntimeError(f"the dashboard did not start on {host}:{port}")
         time.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()[1]
-    return RunningDashboard(f"http://{host}:{bound}/", server, thread)
+    return RunningDashboard(f"http://{host}:{bound}/", server, thread, client)
 
 
 def add_parser(subparsers: Any) -> None:
