@@ -1,6 +1,6 @@
 """Scaling decisions into Redis, where the dashboard's scaling page reads them.
 
-:class:`DecisionLog` is a reconciler :class:`~taskscale.controller.reconciler.Reporter`
+:class:`DecisionLog` is a reconciler :class:`~taskscale.controller.outcome.Reporter`
 that passes every outcome on to another reporter (Kubernetes status and
 Events, or the demo's console) and also records it in the scaler's own Redis
 with ``scaler_report.lua``: the last pass (current and desired replicas, the
@@ -26,7 +26,7 @@ from redis.commands.core import Script
 
 from taskscale.connection import connect
 from taskscale.controller.config import ScalerConfig
-from taskscale.controller.reconciler import PassOutcome, Reporter
+from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 

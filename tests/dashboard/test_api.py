@@ -16,7 +16,7 @@ from workerprocs import REPO, process_env, processes, start_worker, wait_until
 
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
-from taskscale.controller.reconciler import PassOutcome
+from taskscale.controller.outcome import PassOutcome
 from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
 from taskscale.fanout import submit_fanout
 from taskscale.producer import Producer

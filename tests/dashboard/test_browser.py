@@ -20,7 +20,7 @@ from workerprocs import processes, start_worker, wait_until
 from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
-from taskscale.controller.reconciler import PassOutcome
+from taskscale.controller.outcome import PassOutcome
 from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
 
