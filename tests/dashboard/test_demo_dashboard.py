@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,16 +27,41 @@ from taskscale.keys import Keys
 from taskscale.producer import Producer
 
 
-def read_until(demo: subprocess.Popen[str], pattern: str, deadline: float) -> re.Match[str]:
-    assert demo.stdout is not None
-    while time.monotonic() < deadline:
-        line = demo.stdout.readline()
-        if not line:
-            break
-        found = re.search(pattern, line)
-        if found:
-            return found
-    raise AssertionError(f"the demo never printed {pattern!r}")
+class DemoOutput:
+    """The demo's output, drained by a thread so the test can check how far
+    the run is (its table has one row per second) without blocking."""
+
+    def __init__(self, demo: subprocess.Popen[str]) -> None:
+        assert demo.stdout is not None
+        self.lines: list[str] = []
+        self._stream = demo.stdout
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        for line in self._stream:
+            self.lines.append(line)
+
+    def close(self) -> None:
+        self._thread.join(10)
+        self._stream.close()
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def find(self, pattern: str, deadline: float) -> re.Match[str]:
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                found = re.search(pattern, line)
+                if found:
+                    return found
+            time.sleep(0.1)
+        raise AssertionError(f"the demo never printed {pattern!r}: {self.text()[-2000:]}")
+
+    def second(self) -> int:
+        """The last table row printed (seconds into the run)."""
+        rows = [re.match(r"^\s+(\d+)s ", line) for line in list(self.lines)]
+        return max((int(m.group(1)) for m in rows if m), default=0)
 
 
 @pytest.mark.slow
@@ -43,7 +69,7 @@ def read_until(demo: subprocess.Popen[str], pattern: str, deadline: float) -> re
 @pytest.mark.browser
 def test_the_demo_serves_the_dashboard_with_its_workers_and_decisions(tmp_path: Path) -> None:
     shots = Path(os.environ.get("TASKSCALE_SCREENSHOTS") or tmp_path)
-    seconds = int(os.environ.get("TASKSCALE_DEMO_SECONDS", "21"))
+    seconds = int(os.environ.get("TASKSCALE_DEMO_SECONDS", "30"))
     argv = ["demo", "--duration", str(seconds), "--idle-threshold", "3"]
     demo = subprocess.Popen(
         [sys.executable, "-m", "taskscale.cli", *argv, "--out", str(tmp_path / "demo.png")],
@@ -52,25 +78,24 @@ def test_the_demo_serves_the_dashboard_with_its_workers_and_decisions(tmp_path: 
         text=True,
         cwd=tmp_path,
     )
+    output = DemoOutput(demo)
     try:
         deadline = time.monotonic() + 120 + seconds
-        banner = read_until(demo, r"Redis (redis://\S+) \(namespace (\S+)\)", deadline)
-        client = redis.Redis.from_url(banner.group(1))
+        banner = output.find(r"Redis (redis://\S+) \(namespace (\S+)\)", deadline)
         keys = Keys(banner.group(2).rstrip(");"))
-        found = read_until(demo, r"dashboard: (http://127\.0\.0\.1:\d+/) \(operator", deadline)
-        url = found.group(1)
+        url = output.find(r"dashboard: (http://127\.0\.0\.1:\d+/) \(operator", deadline).group(1)
         assert get(url, "/")[0] == 200
         # a type nobody serves, to show the warning next to the demo's own type
-        Producer(client, keys=keys).enqueue_many("email", [[n] for n in range(5)])
+        with redis.Redis.from_url(banner.group(1)) as client:
+            Producer(client, keys=keys).enqueue_many("email", [[n] for n in range(5)])
         with chromium(width=1440, height=860) as browser:
             browser.get(url)
             sleep_row = 'tr[data-type="sleep"]'
             wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, sleep_row))
-            # the moment the demo's workers are busy, with some history drawn
+            # a moment the demo's workers are busy, with some history drawn
             active = sleep_row + ' td[data-field="active"]'
-            opened = time.monotonic()
-            while time.monotonic() < opened + seconds * 0.8:
-                if time.monotonic() > opened + seconds * 0.4 and text_of(browser, active) != "0":
+            while output.second() < seconds * 0.5 and time.monotonic() < deadline:
+                if output.second() >= seconds * 0.3 and text_of(browser, active) != "0":
                     break
                 time.sleep(0.2)
             assert "no live worker serves email" in text_of(browser, "#warnings")
@@ -84,16 +109,19 @@ def test_the_demo_serves_the_dashboard_with_its_workers_and_decisions(tmp_path: 
             browser.get(url + "scaling")
             card = '[data-scaler="local/demo"]'
             wait_for(browser, lambda b: len(b.find_elements(By.CSS_SELECTOR, card + " li")) >= 2)
-            read_until(demo, rf"^\s+{seconds - 4}s ", deadline)
+            while output.second() < seconds - 4 and time.monotonic() < deadline:
+                time.sleep(0.2)
             time.sleep(2.2)  # one more poll of the page, while Redis still runs
             sentences = [e.text for e in browser.find_elements(By.CSS_SELECTOR, card + " li")]
             assert any("Lookahead" in s or "Demand" in s for s in sentences), sentences
             browser.save_screenshot(str(shots / "dashboard-scaling.png"))
-        rest, _ = demo.communicate(timeout=120)
+        demo.wait(timeout=120)
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait()
+        output.close()
+    rest = output.text()
     assert demo.returncode == 0, rest[-2000:]
     for name in ("overview", "type", "scaling"):
         assert (shots / f"dashboard-{name}.png").read_bytes()[:4] == b"\x89PNG"
