@@ -53,14 +53,17 @@ def _text(value: Any) -> str:
 
 @cache
 def module_version(module_name: str) -> str | None:
-    """The version of the distribution (or ``__version__``) a module belongs to."""
+    """The top-level package's ``__version__``, else the version of the
+    installed distribution of the same name; None if neither is known.
+
+    (Not ``packages_distributions()``: it scans every installed distribution,
+    0.6 s in a controller venv, on each worker's start.)"""
     top = module_name.partition(".")[0]
     found = getattr(sys.modules.get(top), "__version__", None)
     if isinstance(found, str):
         return found
     try:
-        dists = importlib.metadata.packages_distributions().get(top) or []
-        return importlib.metadata.version(dists[0]) if dists else None
+        return importlib.metadata.version(top)
     except (importlib.metadata.PackageNotFoundError, OSError, ValueError):
         return None
 

@@ -61,7 +61,11 @@ def wait_for(driver: WebDriver, probe: Callable[[WebDriver], Any], *, timeout: f
 
 
 def text_of(driver: WebDriver, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+    """The rendered text of the first match ("" if none), read in one step:
+    the live pages replace their rows every poll, so a found element may be
+    gone by the time its text would be asked for."""
+    script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';"
+    return str(driver.execute_script(script, css)).strip()
 
 
 def unlock(driver: WebDriver, token: str) -> None:
