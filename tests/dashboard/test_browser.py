@@ -144,8 +144,10 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         card = '[data-scaler="prod/emails"]'
         wait_for(browser, lambda b: text_of(b, card + ' [data-field="desired"]') == "0")
         assert text_of(browser, card + ' [data-field="current"]') == "3"
-        items = browser.find_elements(By.CSS_SELECTOR, card + " ol.timeline li")
-        assert [i.find_element(By.CSS_SELECTOR, ".sentence").text for i in items] == [
+        sentences = [
             "3 -> 0: all types idle for 300 s",
             "0 -> 3: 9 queued, 3 tasks per replica",
         ]
+        script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText);"
+        # read in one step, and again if a poll redrew the list in between
+        wait_for(browser, lambda b: b.execute_script(script, card + " li .sentence") == sentences)

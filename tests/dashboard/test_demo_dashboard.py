@@ -112,7 +112,10 @@ def test_the_demo_serves_the_dashboard_with_its_workers_and_decisions(tmp_path: 
             while output.second() < seconds - 4 and time.monotonic() < deadline:
                 time.sleep(0.2)
             time.sleep(2.2)  # one more poll of the page, while Redis still runs
-            sentences = [e.text for e in browser.find_elements(By.CSS_SELECTOR, card + " li")]
+            sentences = browser.execute_script(  # in one step: the list is redrawn every poll
+                "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText);",
+                card + " li",
+            )
             assert any("Lookahead" in s or "Demand" in s for s in sentences), sentences
             browser.save_screenshot(str(shots / "dashboard-scaling.png"))
         demo.wait(timeout=120)
