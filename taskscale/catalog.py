@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-import redis
 from redis.commands.core import Script
 
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
+from taskscale.status import server_time
 from taskscale.tasks import TaskFunction, TaskRegistry
 
 #: Version of the document layout (a reader skips documents it doesn't know).
@@ -39,7 +40,7 @@ CATALOG_FORMAT = 1
 _registered: weakref.WeakKeyDictionary[Any, Script] = weakref.WeakKeyDictionary()
 
 
-def _script(client: redis.Redis) -> Script:
+def _script(client: RedisClient) -> Script:
     found = _registered.get(client)
     if found is None:
         found = client.register_script(script_source("catalog"))
@@ -142,7 +143,7 @@ class CatalogPublisher:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         keys: Keys,
         worker_id: str,
         registry: TaskRegistry,
@@ -175,7 +176,7 @@ class CatalogPublisher:
         )
 
 
-def read_catalog(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+def read_catalog(client: RedisClient, keys: Keys) -> dict[str, Any]:
     """Every type a live worker serves or that was ever enqueued, merged.
 
     ``{"types": {T: {...entry, "workers": [W...], "served": bool,
@@ -185,10 +186,10 @@ def read_catalog(client: redis.Redis, keys: Keys) -> dict[str, Any]:
     differently (a rolling deploy with a changed signature).
     """
     pipe = client.pipeline(transaction=False)
-    pipe.time()
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.smembers(keys.types)
-    now, members, enqueued_raw = pipe.execute()
+    members, enqueued_raw = pipe.execute()
+    now = server_time(client, keys)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     live = sorted(_text(w) for w, lease in members if lease > now_ms)
     pipe = client.pipeline(transaction=False)

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis
-
 from taskscale.keys import Keys
+from taskscale.redis_urls import RedisClient
 
 
 def _doc(raw: Any) -> dict[str, Any] | None:
@@ -26,7 +25,7 @@ def _doc(raw: Any) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def read_scalers(client: redis.Redis, keys: Keys, *, decisions: int = 50) -> list[dict[str, Any]]:
+def read_scalers(client: RedisClient, keys: Keys, *, decisions: int = 50) -> list[dict[str, Any]]:
     """Every scaler that reported a pass: ``{...last pass, "reported_ms",
     "decisions": [newest first]}``, ordered by scaler key."""
     found: list[tuple[bytes | str, float]] = client.zrange(  # type: ignore[assignment]

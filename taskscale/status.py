@@ -31,6 +31,11 @@ def _int(value: Any) -> int:
     return int(value) if value is not None else 0
 
 
+def server_time(client: RedisClient, keys: Keys) -> list[Any]:
+    """``TIME`` of the server holding ``keys``' namespace (a key-routed script)."""
+    return list(client.eval(_CLOCK, 1, keys.types))
+
+
 def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     """``{"types": {T: {...}}, "workers": [...], "now": unix s}`` (see docs/schema.md).
 
@@ -46,7 +51,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     # TIME of the server holding the namespace: a cluster pipeline takes neither
     # TIME (it would go to any node) nor EVAL, so it is a script call of its own,
     # routed by one of the namespace's keys
-    now = client.eval(_CLOCK, 1, keys.types)
+    now = server_time(client, keys)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     names = sorted({_text(t) for t in (*members, *active, *idle)})
     pipe = client.pipeline(transaction=False)

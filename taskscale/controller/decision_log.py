@@ -29,6 +29,7 @@ from taskscale.controller.config import ScalerConfig
 from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
+from taskscale.redis_urls import RedisClient
 
 log = logging.getLogger("taskscale.controller.decisions")
 
@@ -66,9 +67,9 @@ class DecisionLog:
         self._inner = inner
         self._cap = cap
         self._lock = threading.Lock()
-        self._where: dict[str, tuple[redis.Redis, Keys]] = {}
+        self._where: dict[str, tuple[RedisClient, Keys]] = {}
         self._script: Script | None = None
-        self._clients: dict[str, redis.Redis] = {}
+        self._clients: dict[str, RedisClient] = {}
         self._last: dict[str, tuple[Any, ...]] = {}
         self._failing: set[str] = set()
 
@@ -113,7 +114,7 @@ class DecisionLog:
             self._last[key] = signature
 
     def _write(
-        self, where: tuple[redis.Redis, Keys], key: str, record: dict[str, Any], new: bool
+        self, where: tuple[RedisClient, Keys], key: str, record: dict[str, Any], new: bool
     ) -> None:
         client, keys = where
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))

@@ -309,12 +309,11 @@ class KubeController:
             scaler=scaler.key,
         )
         try:
+            self.decisions.bind(scaler, url)
             self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
         except redis.RedisError as exc:  # a redis+cluster:// URL reads the slot map at once
             self.reconciler.remove(key)  # tried again at the next re-list
             self.reporter.report_invalid(obj, EventReason.REDIS_UNREACHABLE, describe_error(exc))
-        self.decisions.bind(scaler, url)
-        self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
 
     def handle_delete(self, key: str) -> None:
         self.reconciler.remove(key)

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -33,6 +32,7 @@ from taskscale.catalog import read_catalog
 from taskscale.dashboard import data
 from taskscale.keys import Keys, check_name, parse_priority
 from taskscale.producer import Call, Producer
+from taskscale.redis_urls import RedisClient
 from taskscale.rpc import CallOptions, RemoteError, TaskTimeout, call_async
 from taskscale.scaling import read_scalers
 
@@ -69,7 +69,7 @@ class Snapshots:
 class Context:
     """What every endpoint needs: a client, the namespace, the token."""
 
-    client: redis.Redis
+    client: RedisClient
     keys: Keys
     token: str | None
     snapshots: Snapshots = field(default_factory=Snapshots)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-import redis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -22,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
 from taskscale.keys import Keys
+from taskscale.redis_urls import RedisClient
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -60,7 +60,7 @@ def redis_where(url: str) -> str:
 
 
 def create_app(
-    client: redis.Redis,
+    client: RedisClient,
     *,
     keys: Keys,
     token: str | None,

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis
-
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 
 #: "Due soon" on the overview: delayed tasks due within this many ms.
@@ -41,7 +40,7 @@ def _envelope_ms(raw: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def overview(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+def overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
     """``status.collect`` with ``oldest_ready_s``, ``due_soon``, ``idle_for_s``
     and ``wait_ms``/``claimed`` per type."""
     found = status.collect(client, keys)
@@ -97,7 +96,7 @@ def empty_row() -> dict[str, Any]:
     }
 
 
-def type_detail(client: redis.Redis, keys: Keys, task_type: str) -> dict[str, Any]:
+def type_detail(client: RedisClient, keys: Keys, task_type: str) -> dict[str, Any]:
     """One type: its overview row, catalog entry and the scalers that size it."""
     found = overview(client, keys)
     catalog = read_catalog(client, keys)
@@ -113,7 +112,7 @@ def type_detail(client: redis.Redis, keys: Keys, task_type: str) -> dict[str, An
 
 
 def dead_letters(
-    client: redis.Redis, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
 ) -> dict[str, Any]:
     letters = admin.dead_list(client, keys, task_type, start=start, count=count)
     return {
@@ -137,7 +136,7 @@ def dead_letters(
 
 
 def delayed_tasks(
-    client: redis.Redis, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
 ) -> dict[str, Any]:
     tasks = admin.delayed_list(client, keys, task_type, start=start, count=count)
     return {
@@ -158,7 +157,7 @@ def delayed_tasks(
     }
 
 
-def fanouts(client: redis.Redis, keys: Keys, *, limit: int = 200) -> list[dict[str, Any]]:
+def fanouts(client: RedisClient, keys: Keys, *, limit: int = 200) -> list[dict[str, Any]]:
     """Fan-outs whose state hash still exists (in progress, or done and not
     yet expired), found by SCAN -- at most :data:`FANOUT_SCAN_LIMIT` keys."""
     pattern = keys.fanout("*").replace("{", "\\{").replace("}", "\\}")

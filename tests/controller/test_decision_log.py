@@ -33,6 +33,7 @@ class Kept:
 def config() -> ScalerConfig:
     policy = ScalingPolicy(
         types=(TypePolicy("email", idle_threshold_s=0.0),),
+        tasks_per_replica=1,
         max_replicas=10,
         scale_down_stabilization_s=0.0,
     )
