@@ -124,6 +124,7 @@ app.kubernetes.io/component: {{ .component }}
 taskscale
 {{- end -}}
 {{- end -}}
+
 {{- define "taskscale.dashboard.name" -}}
 {{- printf "%s-dashboard" (include "taskscale.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
