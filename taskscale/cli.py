@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cancel": "taskscale.cli_cancel",
     "fanout": "taskscale.cli_fanout",
     "schedules": "taskscale.cli_schedules",
+    "limits": "taskscale.cli_limits",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",
