@@ -151,3 +151,35 @@ def test_cli_limits_set_list_clear(redis_url: str, r: redis.Redis, keys: Keys) -
     assert json.loads(cli("list", "--json"))["mail"]["concurrency"] == 20
     assert "limits cleared" in cli("clear", "mail")
     assert "no limits set" in cli("list")
+
+
+def test_status_shows_each_types_limits(r: redis.Redis, keys: Keys, producer: Producer) -> None:
+    from taskscale.status import collect, render
+
+    producer.enqueue("mail")
+    set_limits("mail", rate="10/s", concurrency=3, client=r, keys=keys)
+    set_limits("pdf", concurrency=2, client=r, keys=keys)  # nothing enqueued yet: still listed
+    status = collect(r, keys)
+    assert status["types"]["mail"]["limits"] == {
+        "rate": 10,
+        "period_s": 1.0,
+        "burst": 1,
+        "concurrency": 3,
+    }
+    assert status["types"]["pdf"]["limits"]["concurrency"] == 2
+    lines = render(status).splitlines()
+    assert lines[0].split()[-1] == "LIMITS"
+    assert next(x for x in lines if x.startswith("mail")).endswith("10/1s max 3")
+    assert next(x for x in lines if x.startswith("pdf")).endswith("max 2")
+
+
+def test_controller_metrics_export_the_limits() -> None:
+    from taskscale.controller.metrics import ControllerMetrics
+    from taskscale.controller.types import Observation, TypeObservation
+
+    metrics = ControllerMetrics()
+    capped = TypeObservation("a", concurrency_limit=5, rate_limit_per_s=2.5)
+    metrics.record_observation("ns/s", Observation(at=0.0, types={"a": capped}))
+    labels = {"scaler": "ns/s", "type": "a"}
+    assert metrics.sample("taskscale_observed_concurrency_limit_tasks", labels) == 5
+    assert metrics.sample("taskscale_observed_rate_limit_tasks_per_second", labels) == 2.5
