@@ -6,7 +6,8 @@
 --
 -- Flow control (docs/schema.md, "Limits"): a type with a limit in KEYS[4]
 -- gets at most min(tokens in its bucket, concurrency cap - ACTIVE_TASKS[T])
--- tasks.  The bucket ({ns}:bucket:T, tokens + ms of the last update) refills
+-- tasks.  The bucket ({ns}:bucket:T: tokens, and "ms", the unix time in ms,
+-- to the µs, of the last update) refills
 -- at N per period on the Redis clock, up to its burst; a claimed task takes
 -- one token.  "Running" is ACTIVE_TASKS, which complete / fail / requeue /
 -- reap keep exact, so a crashed worker's slots come back when it is reaped.
@@ -33,6 +34,7 @@
 local prefix, worker, k = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_exact = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000  -- ms, to the µs
 
 local lease = redis.call('ZSCORE', KEYS[2], worker)
 if not lease or tonumber(lease) < now then
@@ -67,7 +69,7 @@ for i, ttype in ipairs(types) do
             if have == nil or at == nil then
                 have = lim.burst
             else
-                have = math.min(lim.burst, have + math.max(0, now - at) * lim.per_ms)
+                have = math.min(lim.burst, have + math.max(0, now_exact - at) * lim.per_ms)
             end
             tokens[ttype] = have
             budget[ttype] = math.min(budget[ttype], math.floor(have + 1e-9))
@@ -183,7 +185,8 @@ if limited then
             local left = tokens[ttype] - (claimed[ttype] or 0)
             local bkey = prefix .. 'bucket:' .. ttype
             if claimed[ttype] then
-                redis.call('HSET', bkey, 'tokens', string.format('%.17g', left), 'ms', now)
+                redis.call('HSET', bkey, 'tokens', string.format('%.17g', left),
+                    'ms', string.format('%.17g', now_exact))
                 redis.call('PEXPIRE', bkey, math.ceil((lim.burst - left) / lim.per_ms) + 1000)
             end
             if left < 1 - 1e-9 and has_ready(ttype) then
