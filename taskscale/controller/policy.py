@@ -14,8 +14,7 @@ The rules, in the order they apply:
    a *rate floor* of arrival rate x mean service time (Little's law) keeps
    the workers of a queue that drains as fast as it fills.  Replicas =
    ceil(tasks / tasks-per-replica), clamped to [min, max].  A type capped at
-   K running (``taskscale limits``) counts at most K, so alone it never asks
-   for more than ceil(K / tasks-per-replica); its rate limit bounds its rate.
+   K running counts at most K (caps.py); a rate limit bounds its arrivals.
 2. **Idle rule**: with nothing queued, due, upcoming or active, go to min
    only when every type has been idle past its threshold (a type that never
    completed a task is idle); until then keep one replica (or min) warm.
@@ -50,6 +49,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from taskscale.controller.caps import within_cap
 from taskscale.controller.queue_wait import apply_queue_wait
 from taskscale.controller.types import (
     Decision,
@@ -243,7 +243,7 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
         if no_scheduler and obs.due:  # nothing can promote them: not work a worker may claim
             stranded += obs.due
             obs = dataclasses.replace(obs, due=0)
-        raw, (obs, over) = obs, _within_cap(obs, policy.tasks_per_replica, cap_notes)
+        raw, (obs, over) = obs, within_cap(obs, policy.tasks_per_replica, cap_notes)
         capped += over
         queued += obs.queued
         due += obs.due
@@ -271,21 +271,6 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
         capped=capped,
         cap_note=", ".join(cap_notes),
     )
-
-
-def _within_cap(obs: TypeObservation, tpr: int, notes: list[str]) -> tuple[TypeObservation, int]:
-    """A type capped at K running can keep K tasks busy, no more: its demand
-    beyond K (upcoming first, then queued, then due) is not counted."""
-    cap, waiting = obs.concurrency_limit or 0, obs.upcoming + obs.queued + obs.due
-    over = min(waiting, waiting + obs.active - cap)
-    if not cap or over <= 0:
-        return obs, 0
-    left, kept = over, []
-    for value in (obs.upcoming, obs.queued, obs.due):
-        kept.append(value - min(value, left))
-        left -= value - kept[-1]
-    notes.append(f"{obs.task_type!r} runs at most {cap}: {_ceil_div(cap, tpr)} replicas at most")
-    return dataclasses.replace(obs, upcoming=kept[0], queued=kept[1], due=kept[2]), over
 
 
 def _idle_wait(obs: TypeObservation, threshold_s: float, at: float) -> float:
