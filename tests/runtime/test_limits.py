@@ -180,6 +180,6 @@ def test_controller_metrics_export_the_limits() -> None:
     metrics = ControllerMetrics()
     capped = TypeObservation("a", concurrency_limit=5, rate_limit_per_s=2.5)
     metrics.record_observation("ns/s", Observation(at=0.0, types={"a": capped}))
-    labels = {"scaler": "ns/s", "type": "a"}
+    labels = {"namespace": "ns", "name": "s", "type": "a"}
     assert metrics.sample("taskscale_observed_concurrency_limit_tasks", labels) == 5
     assert metrics.sample("taskscale_observed_rate_limit_tasks_per_second", labels) == 2.5
