@@ -15,6 +15,7 @@ except PackageNotFoundError:  # pragma: no cover - a source tree never installed
 
 from taskscale.cancellation import CancelResult, cancel
 from taskscale.context import TaskContext, current_task
+from taskscale.limits import TypeLimits, clear_limits, get_limits, set_limits
 from taskscale.options import TaskOptions
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.schedules import ScheduleInfo, Schedules, schedule
@@ -31,13 +32,17 @@ __all__ = [
     "TaskContext",
     "TaskOptions",
     "Tracker",
+    "TypeLimits",
     "__version__",
     "cancel",
+    "clear_limits",
     "current_task",
     "enqueue",
     "enqueue_many",
+    "get_limits",
     "register",
     "schedule",
+    "set_limits",
     "task",
     "track",
 ]

@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, str] = {
     "schedules": "taskscale.cli_schedules",
     "catalog": "taskscale.cli_catalog",
     "dashboard": "taskscale.dashboard.server",
+    "limits": "taskscale.cli_limits",
     "crd": "taskscale.cli_crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.controller.cli",

@@ -152,6 +152,11 @@ class Keys:
         return f"{self.prefix}schedule:{name}"
 
     @property
+    def limits(self) -> str:
+        """HASH type -> JSON flow-control limits of that type (rate, concurrency)."""
+        return self.prefix + "limits"
+
+    @property
     def tracked_processes(self) -> str:
         """ZSET process id -> lease expiry (unix ms, Redis clock) of the processes
         that report tasks through taskscale.tracking (Celery, RQ, any code)."""
@@ -181,6 +186,10 @@ class Keys:
     def wake(self, task_type: str) -> str:
         """LIST of wake-up tokens idle workers BLPOP on (capped length)."""
         return f"{self.prefix}wake:{task_type}"
+
+    def rate_bucket(self, task_type: str) -> str:
+        """HASH token-bucket state of a rate-limited type (tokens, ms); expires when full."""
+        return f"{self.prefix}bucket:{task_type}"
 
     def unique(self, unique_key: str) -> str:
         """STRING task id holding a unique key (no TTL while the task is live)."""

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
+from taskscale.alarm import Alarm as _Alarm
 from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
@@ -74,47 +75,6 @@ class PromoteResult:
     more: bool
     #: How late the most overdue task promoted by this call was, ms (Redis clock).
     lateness_ms: int
-
-
-class _Alarm:
-    """Cuts a BLPOP short at a deadline with CLIENT UNBLOCK from a second connection."""
-
-    def __init__(self, client: RedisClient) -> None:
-        self.client = client  #: on the blocked connection's server; replaced after a failover
-        self._cond = threading.Condition()
-        self._deadline: float | None = None
-        self._target: int | None = None
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="scheduler-alarm", daemon=True)
-        self._thread.start()
-
-    def arm(self, deadline: float, target_client_id: int) -> None:
-        with self._cond:
-            self._deadline, self._target = deadline, target_client_id
-            self._cond.notify()
-
-    def disarm(self) -> None:
-        with self._cond:  # waits for an unblock in progress: it can't hit the next wait
-            self._deadline = None
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                if self._deadline is None:
-                    self._cond.wait()
-                    continue
-                remaining = self._deadline - time.monotonic()
-                if remaining > 0:
-                    self._cond.wait(remaining)
-                    continue
-                self._deadline = None
-                with contextlib.suppress(redis.RedisError):  # else BLPOP ends a bit late
-                    self.client.client_unblock(self._target or 0)
 
 
 class Scheduler:
@@ -201,7 +161,8 @@ class Scheduler:
         )
 
     def run(self) -> int:
-        alarm = self._alarm = _Alarm(self.redis)  # its client is set with the blocker's
+        # the alarm's client is set with the blocker's
+        alarm = self._alarm = _Alarm(self.redis, name="scheduler-alarm")
         next_reap = next_beat = 0.0
         try:
             while not self._stop.is_set():

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.limits import TypeLimits, parse_limits
 from taskscale.redis_urls import RedisClient
 from taskscale.schedules import list_schedules
 from taskscale.schedules import render as render_schedules
@@ -47,13 +48,15 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     pipe.hgetall(keys.active)
     pipe.hgetall(keys.idle_since)
     pipe.zrange(keys.workers, 0, -1, withscores=True)
-    members, active, idle, workers = pipe.execute()
+    pipe.hgetall(keys.limits)
+    members, active, idle, workers, raw_limits = pipe.execute()
     # TIME of the server holding the namespace: a cluster pipeline takes neither
     # TIME (it would go to any node) nor EVAL, so it is a script call of its own,
     # routed by one of the namespace's keys
     now = server_time(client, keys)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-    names = sorted({_text(t) for t in (*members, *active, *idle)})
+    limits = parse_limits(raw_limits)
+    names = sorted({_text(t) for t in (*members, *active, *idle)} | set(limits))
     pipe = client.pipeline(transaction=False)
     for name in names:
         for level in range(PRIORITY_LEVELS):
@@ -84,6 +87,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
             "overdue": chunk[PRIORITY_LEVELS + 2],
             "idle_since": idle_by.get(name),
             "stats": stats,
+            "limits": _limits(limits.get(name)),
         }
     records = replies[len(names) * per_type :]
     live_workers = [
@@ -166,6 +170,30 @@ def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
     return found
 
 
+def _limits(limits: TypeLimits | None) -> dict[str, Any] | None:
+    """A type's flow-control limits for the status (None: no limits)."""
+    if limits is None:
+        return None
+    return {
+        "rate": limits.rate,
+        "period_s": limits.period_s,
+        "burst": limits.burst,
+        "concurrency": limits.concurrency,
+    }
+
+
+def _limits_cell(limits: dict[str, Any] | None) -> str:
+    """E.g. ``10/1s max 3``; ``-`` for an unlimited type."""
+    if not limits:
+        return "-"
+    parts = []
+    if limits["rate"] is not None:
+        parts.append(f"{limits['rate']}/{limits['period_s']:g}s")
+    if limits["concurrency"] is not None:
+        parts.append(f"max {limits['concurrency']}")
+    return " ".join(parts)
+
+
 def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
     fields = {_text(k): _text(v) for k, v in record.items()}
     try:
@@ -225,10 +253,14 @@ def render(status: dict[str, Any]) -> str:
                     for k in ("queued", "delayed", "active", "completed", "failed", "dead")
                 ),
                 idle,
+                _limits_cell(t.get("limits")),
             ]
         )
     lines = _table(
-        ["TYPE", "QUEUED", "DELAYED", "ACTIVE", "COMPLETED", "FAILED", "DEAD", "IDLE FOR"],
+        [
+            *("TYPE", "QUEUED", "DELAYED", "ACTIVE", "COMPLETED", "FAILED", "DEAD", "IDLE FOR"),
+            "LIMITS",
+        ],
         type_rows,
     )
     if not type_rows:

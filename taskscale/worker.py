@@ -44,6 +44,7 @@ from typing import Any
 import redis
 
 from taskscale.catalog import CatalogPublisher
+from taskscale.claim_pacing import ClaimPacer
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
 from taskscale.execution import Claimed, Outcome, RetryPolicy, TaskRunner
 from taskscale.health import HealthState, MetricsServer
@@ -108,6 +109,13 @@ class Worker:
         self._abandon = threading.Event()  # stop retrying Redis: we are exiting
         self._stats: dict[str, list[int]] = {}  # type -> [completed, failed, total ms]
         self._rotation = 0
+        self._pacer = ClaimPacer(
+            client,
+            self.keys,
+            settings.types,
+            idle_wait_s=settings.idle_wait_s,
+            stopping=self._stopping,
+        )
         self._exit_code = 0
 
     # --- public -------------------------------------------------------------
@@ -155,6 +163,7 @@ class Worker:
             pass
         self._drain()
         claimer.join(self.settings.idle_wait_s + 1.0)
+        self._pacer.close()
         self._outbox.put(_STOP)
         reporter.join(10.0)
         self._abandon.set()
@@ -178,7 +187,7 @@ class Worker:
             try:
                 got = self._claim(free)
                 if got < free and not self._stopping.is_set():
-                    self._sleep_until_woken()
+                    self._pacer.sleep()  # wake lists; not past a held type's next token
                 failures = 0
             except TRANSIENT_ERRORS as exc:
                 failures += 1
@@ -196,7 +205,7 @@ class Worker:
     def _claim(self, free: int) -> int:
         types = self._rotated_types()
         reply = self._scripts.claim(
-            keys=[self.keys.active, self.keys.workers, self._inflight_key],
+            keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
             args=[self.keys.prefix, self.id, free, *types],
             client=self.redis,
         )
@@ -209,7 +218,7 @@ class Worker:
         now_ms = int(reply[1])
         claimed = [
             Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
-            for i in range(2, len(reply), 3)
+            for i in range(self._pacer.header(reply), len(reply), 3)
         ]
         if claimed:
             with self._lock:
@@ -223,10 +232,6 @@ class Worker:
         types = list(self.settings.types)
         self._rotation = (self._rotation + 1) % len(types)
         return types[self._rotation :] + types[: self._rotation]
-
-    def _sleep_until_woken(self) -> None:
-        wake = [self.keys.wake(t) for t in self.settings.types]
-        self.redis.blpop(wake, timeout=self.settings.idle_wait_s)
 
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
         if self.metrics is not None:
@@ -306,7 +311,7 @@ class Worker:
                         self._fatal(exc)
 
     def _record(self, outcomes: list[Outcome]) -> None:
-        keys = [self.keys.active, self.keys.idle_since, self._inflight_key]
+        keys = [self.keys.active, self.keys.idle_since, self._inflight_key, self.keys.limits]
         done = [o for o in outcomes if o.kind == "ok"]
         if done:
             args: list[Any] = [self.keys.prefix, len(done)]

@@ -129,6 +129,18 @@ class ControllerMetrics:
             [*SCALER, "type"],
             registry=r,
         )
+        self.concurrency_limit = Gauge(
+            "taskscale_observed_concurrency_limit_tasks",
+            "Most tasks of the type running at once, fleet-wide (taskscale limits; 0 = none).",
+            [*SCALER, "type"],
+            registry=r,
+        )
+        self.rate_limit = Gauge(
+            "taskscale_observed_rate_limit_tasks_per_second",
+            "Most claims of the type per second (taskscale limits; 0 = none).",
+            [*SCALER, "type"],
+            registry=r,
+        )
         self.scale_events = Counter(
             "taskscale_scale_events_total",
             "Scale changes applied, by direction and decision reason.",
@@ -210,6 +222,8 @@ class ControllerMetrics:
             self._redis_counters.set(
                 (ns, name, type_name), tuple(getattr(t, f) for f, _, _ in _REDIS_COUNTERS)
             )
+            self.concurrency_limit.labels(ns, name, type_name).set(t.concurrency_limit or 0)
+            self.rate_limit.labels(ns, name, type_name).set(t.rate_limit_per_s or 0)
 
     def record_decision(self, scaler: str, *, current: int, desired: int, reason: str) -> None:
         ns, name = split_scaler(scaler)
@@ -243,6 +257,8 @@ class ControllerMetrics:
                 self.observed_idle_seconds,
                 self.oldest_due_seconds,
                 self.oldest_task_age,
+                self.concurrency_limit,
+                self.rate_limit,
             ):
                 _remove(gauge, ns, name, type_name)
             self._redis_counters.forget((ns, name, type_name))

@@ -33,6 +33,7 @@ from redis.client import PubSub
 
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
+from taskscale.limits import TypeLimits
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
 
@@ -122,7 +123,7 @@ def _build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> _Plan:
         len(windows),
         *(value for t, lead_ms in windows for value in (index[t], lead_ms)),
     ]
-    script_keys = (keys.active, keys.idle_since, keys.workers, keys.schedulers)
+    script_keys = (keys.active, keys.idle_since, keys.workers, keys.schedulers, keys.limits)
     return _Plan(types, script_keys, tuple(args), windows)
 
 
@@ -147,7 +148,18 @@ def _assemble(
     reply: Any, plan: _Plan, requests: Mapping[str, ObserveRequest]
 ) -> dict[str, Observation]:
     try:
-        seconds, micros, active, idle, per_type, upcoming, flat_workers, schedulers, ages = reply
+        (
+            seconds,
+            micros,
+            active,
+            idle,
+            per_type,
+            upcoming,
+            flat_workers,
+            schedulers,
+            ages,
+            lims,
+        ) = reply
         at = int(seconds) + int(micros) / 1e6
         position = {t: i for i, t in enumerate(plan.types)}
         by_window = {
@@ -160,6 +172,9 @@ def _assemble(
             for (t, lead_ms), ahead in zip(plan.windows, upcoming, strict=True)
         }
         workers = _workers(flat_workers)
+        by_window = {
+            key: _with_limits(obs, lims[position[key[0]]]) for key, obs in by_window.items()
+        }
     except (TypeError, ValueError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
     out: dict[str, Observation] = {}
@@ -208,6 +223,20 @@ def _with_ages(obs: TypeObservation, ages: Sequence[Any]) -> TypeObservation:
         obs,
         oldest_ready_s=ready_ms / 1000.0 if ready_ms >= 0 else None,
         oldest_due_s=due_ms / 1000.0 if due_ms >= 0 else None,
+    )
+
+
+def _with_limits(obs: TypeObservation, spec: Any) -> TypeObservation:
+    """Add the type's flow-control limits (a field that does not decode is none,
+    as it is for claim.lua)."""
+    if spec is None:
+        return obs
+    try:
+        limits = TypeLimits.from_json(obs.task_type, spec)
+    except (ValueError, TypeError):
+        return obs
+    return dataclasses.replace(
+        obs, concurrency_limit=limits.concurrency, rate_limit_per_s=limits.rate_per_s
     )
 
 

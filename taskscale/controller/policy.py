@@ -13,7 +13,8 @@ The rules, in the order they apply:
    look-ahead adds ``upcoming`` (delayed tasks due within the warm-up lead);
    a *rate floor* of arrival rate x mean service time (Little's law) keeps
    the workers of a queue that drains as fast as it fills.  Replicas =
-   ceil(tasks / tasks-per-replica), clamped to [min, max].
+   ceil(tasks / tasks-per-replica), clamped to [min, max].  A type capped at
+   K running counts at most K (caps.py); a rate limit bounds its arrivals.
 2. **Idle rule**: with nothing queued, due, upcoming or active, go to min
    only when every type has been idle past its threshold (a type that never
    completed a task is idle); until then keep one replica (or min) warm.
@@ -48,6 +49,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from taskscale.controller.caps import within_cap
 from taskscale.controller.queue_wait import apply_queue_wait
 from taskscale.controller.types import (
     Decision,
@@ -160,6 +162,8 @@ class _Sizing:
     idle_note: str  #: which type is not idle yet, and for how long still
     details: dict[str, float] = field(default_factory=dict)
     stranded_due: int = 0  #: due delayed tasks not counted: no scheduler alive
+    capped: int = 0  #: tasks of capped types beyond their cap: not counted
+    cap_note: str = ""
 
     @property
     def work(self) -> int:
@@ -211,6 +215,8 @@ def decide(
             f"; {sizing.stranded_due} due delayed task(s) not counted: "
             "no scheduler is alive to make them ready"
         )
+    if sizing.capped:
+        why += f"; {sizing.capped} more waiting beyond a concurrency cap ({sizing.cap_note})"
     details = sizing.details
     details[RECOMMENDATION] = rec
     return Decision(
@@ -229,13 +235,16 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
     longest_wait = -1.0
     details: dict[str, float] = {}
     no_scheduler = observation.schedulers_alive == 0
-    stranded = 0
+    stranded = capped = 0
+    cap_notes: list[str] = []
     for tp in policy.types:
         name = tp.name
         obs = observation.types.get(name, _NEVER_SEEN)
         if no_scheduler and obs.due:  # nothing can promote them: not work a worker may claim
             stranded += obs.due
             obs = dataclasses.replace(obs, due=0)
+        raw, (obs, over) = obs, within_cap(obs, policy.tasks_per_replica, cap_notes)
+        capped += over
         queued += obs.queued
         due += obs.due
         active += obs.active
@@ -247,7 +256,7 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
                 longest_wait = wait
                 idle_note = _idle_note(name, obs, tp.idle_threshold_s, observation.at)
             if base is not None and dt > 0:
-                busy_rate += _type_rate(name, obs, base.types.get(name), dt, details)
+                busy_rate += _type_rate(name, raw, base.types.get(name), dt, details)
     return _Sizing(
         queued=queued,
         due=due,
@@ -259,6 +268,8 @@ def _size(observation: Observation, policy: ScalingPolicy, history: History) -> 
         idle_note=idle_note,
         details=details,
         stranded_due=stranded,
+        capped=capped,
+        cap_note=", ".join(cap_notes),
     )
 
 
@@ -304,10 +315,10 @@ def _type_rate(
     if arrivals <= 0 or finished == 0:
         return 0.0
     service_s = _increase(old.service_ms_total, obs.service_ms_total) / (1000.0 * finished)
-    rate = arrivals / dt
+    rate = min(arrivals / dt, obs.rate_limit_per_s or math.inf)  # claims obey the limit
     details["arrival_per_s:" + name] = rate
     details["service_s:" + name] = service_s
-    return rate * service_s
+    return min(rate * service_s, obs.concurrency_limit or math.inf)
 
 
 def _busy_pods(observation: Observation) -> int:
@@ -336,7 +347,7 @@ def _recommend(sizing: _Sizing, policy: ScalingPolicy) -> tuple[int, str, str]:
             f"{counts} and {sizing.upcoming} delayed due within the warm-up lead "
             f"need {raw} replicas {per}"
         )
-    elif sizing.active and not (sizing.queued or sizing.due or sizing.upcoming):
+    elif sizing.active and not (sizing.queued or sizing.due or sizing.upcoming or sizing.capped):
         raw, code = by_work, ReasonCode.HOLD_ACTIVE
         why = f"nothing queued, {sizing.active} tasks active need {raw} replicas {per}"
     else:

@@ -113,6 +113,9 @@ class TypeObservation:
     #: Seconds the earliest due (not yet promoted) delayed task has been due.
     oldest_due_s: float | None = None
     dead_total: int = 0  #: tasks dead-lettered (stats field ``dead``)
+    #: Flow-control limits of the type (``taskscale limits``); None = none.
+    concurrency_limit: int | None = None  #: most running at once, fleet-wide
+    rate_limit_per_s: float | None = None  #: most claims per second
 
 
 @dataclass(frozen=True)

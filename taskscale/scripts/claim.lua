@@ -4,40 +4,80 @@
 -- (its lease: the reaper returns it if W's heartbeat expires) and counted in
 -- ACTIVE_TASKS, in this one script, so a crash can neither lose nor skew it.
 --
+-- Flow control (docs/schema.md, "Limits"): a type with a limit in KEYS[4]
+-- gets at most min(tokens in its bucket, concurrency cap - ACTIVE_TASKS[T])
+-- tasks.  The bucket ({ns}:bucket:T: tokens, and "ms", the unix time in ms,
+-- to the µs, of the last update) refills
+-- at N per period on the Redis clock, up to its burst; a claimed task takes
+-- one token.  "Running" is ACTIVE_TASKS, which complete / fail / requeue /
+-- reap keep exact, so a crashed worker's slots come back when it is reaped.
+--
 -- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now
 -- KEYS[2]  {ns}:workers       zset W -> lease expiry (unix ms)
 -- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
+-- KEYS[4]  {ns}:limits        hash T -> JSON limits (absent = no type limited)
 --
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  W, the worker id
 -- ARGV[3]  k, the most tasks to claim (the worker's free threads)
 -- ARGV[4..] the task types W serves, the one to favour first
 --
--- Returns {status, now_ms, T1, id1, envelope1, T2, id2, envelope2, ...}; status is
--- "ok", or "unregistered" (nothing claimed) when W holds no live lease: a
--- reaped worker must heartbeat again before it claims.
+-- Returns {status, now_ms, held, T1, id1, envelope1, T2, id2, envelope2, ...};
+-- status is "ok", or "unregistered" (nothing claimed; no "held") when W holds
+-- no live lease: a reaped worker must heartbeat again before it claims.
+-- held is "" or "T1=ms1,T2=ms2": the rate-limited types that still have
+-- ready tasks but no token, and the ms until their next token (a worker
+-- should not wait on their wake lists before then, and claim again then).
 -- An envelope that does not decode, lacks an id, names another type or
 -- repeats an id W already holds goes to dead:T with the reason.
 
 local prefix, worker, k = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_exact = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000  -- ms, to the µs
 
 local lease = redis.call('ZSCORE', KEYS[2], worker)
 if not lease or tonumber(lease) < now then
     return {'unregistered', now}
 end
 
-local qkeys, qtype = {}, {}
-for level = 0, 9 do
-    for i = 4, #ARGV do
-        local key = prefix .. 'q:' .. ARGV[i] .. ':' .. level
-        qkeys[#qkeys + 1] = key
-        qtype[key] = ARGV[i]
+--! include lib/limits.lua
+
+local ntypes = #ARGV - 3
+local types = {}
+for i = 1, ntypes do
+    types[i] = ARGV[i + 3]
+end
+
+-- budget[T]: how many more T may be claimed now (math.huge = unlimited).
+local budget, lims, tokens = {}, {}, {}
+local limited = false
+local specs = KEYS[4] and redis.call('HMGET', KEYS[4], unpack(types)) or {}
+for i, ttype in ipairs(types) do
+    local lim = limits_of(specs[i])
+    budget[ttype] = math.huge
+    if lim then
+        limited = true
+        lims[ttype] = lim
+        if lim.concurrency > 0 then
+            local running = tonumber(redis.call('HGET', KEYS[1], ttype)) or 0
+            budget[ttype] = math.max(0, lim.concurrency - running)
+        end
+        if lim.per_ms then
+            local b = redis.call('HMGET', prefix .. 'bucket:' .. ttype, 'tokens', 'ms')
+            local have, at = tonumber(b[1]), tonumber(b[2])
+            if have == nil or at == nil then
+                have = lim.burst
+            else
+                have = math.min(lim.burst, have + math.max(0, now_exact - at) * lim.per_ms)
+            end
+            tokens[ttype] = have
+            budget[ttype] = math.min(budget[ttype], math.floor(have + 1e-9))
+        end
     end
 end
 
-local out = {'ok', now}
+local out = {'ok', now, ''}
 local claimed, waited, deadn = {}, {}, {}
 
 local function dead_letter(ttype, env, reason)
@@ -69,26 +109,52 @@ local function take(ttype, env)
     return true
 end
 
-local lmpop = {'LMPOP', #qkeys}
-for _, key in ipairs(qkeys) do
-    lmpop[#lmpop + 1] = key
+-- One LMPOP over the ready lists of every type that may still be claimed,
+-- level-major; its COUNT is at most the largest budget among them.
+local qtype = {}
+local function lmpop_of()
+    local cmd, most = {'LMPOP', 0}, 0
+    for level = 0, 9 do
+        for _, ttype in ipairs(types) do
+            if budget[ttype] > 0 then
+                local key = prefix .. 'q:' .. ttype .. ':' .. level
+                cmd[#cmd + 1] = key
+                qtype[key] = ttype
+                most = math.max(most, budget[ttype])
+            end
+        end
+    end
+    cmd[2] = #cmd - 2
+    cmd[#cmd + 1] = 'LEFT'
+    cmd[#cmd + 1] = 'COUNT'
+    return cmd, most
 end
-lmpop[#lmpop + 1] = 'LEFT'
-lmpop[#lmpop + 1] = 'COUNT'
-local count_at = #lmpop + 1
 
+local lmpop, most = lmpop_of()
+local count_at = #lmpop + 1
 local remaining = k
-while remaining > 0 do
-    lmpop[count_at] = remaining
+while remaining > 0 and lmpop[2] > 0 do
+    lmpop[count_at] = math.min(remaining, most)
     local popped = redis.call(unpack(lmpop))
     if not popped then
         break
     end
     local ttype = qtype[popped[1]]
+    local back = {}
     for _, env in ipairs(popped[2]) do
-        if take(ttype, env) == true then
+        if budget[ttype] <= 0 then
+            table.insert(back, 1, env)
+        elseif take(ttype, env) == true then
             remaining = remaining - 1
+            budget[ttype] = budget[ttype] - 1
         end
+    end
+    if #back > 0 then  -- over this type's budget: back to the head, order kept
+        redis.call('LPUSH', popped[1], unpack(back))
+    end
+    if budget[ttype] <= 0 then
+        lmpop, most = lmpop_of()
+        count_at = #lmpop + 1
     end
 end
 
@@ -102,15 +168,41 @@ for ttype, n in pairs(deadn) do
     redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'dead', n)
 end
 
--- Work left behind: chain-wake another idle worker of each such type.
-if remaining == 0 then
-    for i = 4, #ARGV do
-        local keys = {}
-        for level = 0, 9 do
-            keys[#keys + 1] = prefix .. 'q:' .. ARGV[i] .. ':' .. level
+local function has_ready(ttype)
+    local keys = {}
+    for level = 0, 9 do
+        keys[#keys + 1] = prefix .. 'q:' .. ttype .. ':' .. level
+    end
+    return redis.call('EXISTS', unpack(keys)) > 0
+end
+
+-- Rate-limited types: take the tokens spent; name those left waiting.
+if limited then
+    local held = {}
+    for _, ttype in ipairs(types) do
+        local lim = lims[ttype]
+        if lim and lim.per_ms then
+            local left = tokens[ttype] - (claimed[ttype] or 0)
+            local bkey = prefix .. 'bucket:' .. ttype
+            if claimed[ttype] then
+                redis.call('HSET', bkey, 'tokens', string.format('%.17g', left),
+                    'ms', string.format('%.17g', now_exact))
+                redis.call('PEXPIRE', bkey, math.ceil((lim.burst - left) / lim.per_ms) + 1000)
+            end
+            if left < 1 - 1e-9 and has_ready(ttype) then
+                held[#held + 1] = ttype .. '=' .. math.max(1, math.ceil((1 - left) / lim.per_ms))
+            end
         end
-        if redis.call('EXISTS', unpack(keys)) > 0 then
-            local wkey = prefix .. 'wake:' .. ARGV[i]
+    end
+    out[3] = table.concat(held, ',')
+end
+
+-- Work left behind: chain-wake another idle worker of each such type that
+-- may still be claimed (a type at its limit would wake it for nothing).
+if remaining == 0 then
+    for _, ttype in ipairs(types) do
+        if budget[ttype] > 0 and has_ready(ttype) then
+            local wkey = prefix .. 'wake:' .. ttype
             redis.call('RPUSH', wkey, '1')
             redis.call('LTRIM', wkey, -64, -1)
         end

@@ -6,6 +6,8 @@
 -- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now (never below 0)
 -- KEYS[2]  {ns}:IDLE_SINCE    hash T -> unix seconds the last task finished
 -- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
+-- KEYS[4]  {ns}:limits        hash T -> JSON limits (optional): a finished task
+--          of a type with a concurrency cap pushes a wake token when more wait
 --
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  n, the number of tasks; then 7 values per task:
@@ -25,6 +27,7 @@ local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
+--! include lib/limits.lua
 
 local done, service = {}, {}
 local recorded = 0
@@ -60,5 +63,6 @@ for ttype, count in pairs(done) do
     redis.call('HSET', KEYS[2], ttype, idle)
     redis.call('HINCRBY', skey, 'completed', count)
     redis.call('HINCRBY', skey, 'service_ms', service[ttype])
+    cap_wake(KEYS[4], ttype)
 end
 return recorded

@@ -8,6 +8,8 @@
 -- KEYS[1]  {ns}:ACTIVE_TASKS  hash T -> tasks running now (never below 0)
 -- KEYS[2]  {ns}:IDLE_SINCE    hash T -> unix seconds the last task finished
 -- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
+-- KEYS[4]  {ns}:limits        hash T -> JSON limits (optional): a type with a
+--          concurrency cap pushes a wake token when more tasks wait
 --
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  task id
@@ -35,6 +37,7 @@ local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
+--! include lib/limits.lua
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then
@@ -51,6 +54,7 @@ end
 redis.call('HSET', KEYS[2], ttype, string.format('%d.%03d', math.floor(now / 1000), now % 1000))
 redis.call('HINCRBY', skey, 'failed', 1)
 redis.call('HINCRBY', skey, 'service_ms', tonumber(ARGV[4]) or 0)
+cap_wake(KEYS[4], ttype)
 
 if ARGV[5] == 'retry' then
     local dkey = prefix .. 'delayed:' .. ttype

@@ -6,6 +6,7 @@
 -- KEYS[2]  IDLE_SINCE hash (type -> unix seconds)
 -- KEYS[3]  workers zset (worker id -> lease expiry, unix ms)
 -- KEYS[4]  schedulers zset (scheduler id -> lease expiry, unix ms)
+-- KEYS[5]  limits hash (type -> JSON flow-control limits; optional)
 --
 -- Per-type keys are built here from templates, each a (before, after) pair
 -- around the type name, that the caller derives from taskscale/keys.py: with
@@ -23,7 +24,8 @@
 --                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
---          upcoming[k], workers, schedulers, oldest[n]}
+--          upcoming[k], workers, schedulers, oldest[n],
+--          limits[n]}
 --   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
@@ -31,6 +33,7 @@
 --                 waited (the head of each non-empty priority list: its "due_ms",
 --                 else its "enqueued_ms"), and how long the earliest due delayed
 --                 task has been due; -1 when there is none.  Redis clock.
+--   limits[i]   = the type's JSON limits, nil if none (empty without KEYS[5])
 
 local time = redis.call('TIME')
 local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -174,4 +177,6 @@ end
 -- Live schedulers: without one, due delayed tasks never become ready.
 local schedulers = redis.call('ZCOUNT', KEYS[4], now_ms, '+inf')
 
-return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers, oldest}
+local limits = KEYS[5] and hmget_all(KEYS[5], names) or {}
+
+return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits}

@@ -43,7 +43,7 @@ def claim(r: redis.Redis, keys: Keys, k: int, *types: str) -> list[dict[str, Any
         args=[keys.prefix, W, k, *types],
         client=r,
     )
-    return [json.loads(reply[i + 2]) for i in range(2, len(reply), 3)]
+    return [json.loads(reply[i + 2]) for i in range(3, len(reply), 3)]
 
 
 def kill(r: redis.Redis, keys: Keys, task: dict[str, Any], *, cap: int = 0, tb: str = "") -> None:

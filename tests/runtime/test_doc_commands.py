@@ -39,6 +39,7 @@ ONE_SHOT = {
     "cancel",
     "fanout",
     "schedules",
+    "limits",
 }
 
 

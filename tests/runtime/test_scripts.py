@@ -32,7 +32,7 @@ def claim(r: redis.Redis, keys: Keys, k: int, *types: str, worker: str = W) -> l
         client=r,
     )
     assert reply[0] == b"ok", reply
-    return [json.loads(reply[i + 2]) for i in range(2, len(reply), 3)]
+    return [json.loads(reply[i + 2]) for i in range(3, len(reply), 3)]
 
 
 def complete(r: redis.Redis, keys: Keys, *tasks: dict[str, Any], worker: str = W) -> int:
