@@ -53,7 +53,10 @@ def apply_queue_wait(
     for tp in policy.types:
         if tp.max_queue_wait_s is None or tp.name not in types:
             continue
-        wait = oldest_wait(types[tp.name], scheduler_alive=scheduler_alive)
+        obs = types[tp.name]
+        if obs.concurrency_limit and obs.active >= obs.concurrency_limit:
+            continue  # at its fleet-wide cap: more replicas would not run it sooner
+        wait = oldest_wait(obs, scheduler_alive=scheduler_alive)
         if wait is None or wait <= tp.max_queue_wait_s:
             continue
         ratio = wait / tp.max_queue_wait_s

@@ -52,6 +52,14 @@ def test_under_the_target_the_count_rule_alone_sizes() -> None:
     assert (d.desired, d.reason_code) == (3, ReasonCode.DEMAND)  # ceil(12 / 4)
 
 
+def test_a_type_at_its_concurrency_cap_adds_no_replicas_however_long_it_waits() -> None:
+    fields = {"queued": 4, "active": 8, "oldest_ready_s": 60.0}
+    capped = decision_for(policy(), current=2, pods=2, concurrency_limit=8, **fields)
+    assert capped.reason_code != ReasonCode.QUEUE_WAIT and capped.desired <= 2
+    below = decision_for(policy(), current=2, pods=2, concurrency_limit=100, **fields)
+    assert below.reason_code == ReasonCode.QUEUE_WAIT and below.desired > 2
+
+
 def test_over_the_target_replicas_grow_in_proportion_to_the_working_ones() -> None:
     d = decision_for(policy(), current=3, pods=3, queued=4, active=12, oldest_ready_s=25.0)
     # 3 working x 25/10 = 7.5 -> 8, above the count rule's ceil(16/4) = 4
