@@ -12,32 +12,18 @@ every removal is counted in the type's stats hash.  Listing is plain reads.
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.commands.core import Script
-
 from taskscale.keys import Keys, check_name
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script as _script
 from taskscale.redis_urls import RedisClient
 
 #: Most tasks one admin_purge.lua call deletes (bounds how long Redis is busy).
 PURGE_BATCH = 1000
 #: Most queue / delayed / dead entries one task lookup examines.
 LOOKUP_LIMIT = 200_000
-
-_SCRIPTS = ("admin_dead", "admin_delayed", "admin_purge", "admin_forget", "task_lookup")
-_registered: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
-
-
-def _script(client: RedisClient, name: str) -> Script:
-    found = _registered.get(client)
-    if found is None:
-        found = {n: client.register_script(script_source(n)) for n in _SCRIPTS}
-        _registered[client] = found
-    return found[name]
 
 
 def _text(value: Any) -> str:

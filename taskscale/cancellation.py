@@ -9,23 +9,19 @@ task function checks cooperatively. docs/schema.md has the script's contract.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
-from typing import Any
 
 from redis.commands.core import Script
 
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import Keys, check_name
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 
 #: How long a running task's cancellation flag is kept (seconds).
 FLAG_TTL_S = 24 * 3600
 #: Most ready-list entries read per type while searching for the task.
 SEARCH_LIMIT = 200_000
-
-_scripts: weakref.WeakKeyDictionary[Any, Script] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -43,10 +39,7 @@ class CancelResult:
 
 
 def _script(client: RedisClient) -> Script:
-    found = _scripts.get(client)
-    if found is None:
-        found = _scripts[client] = client.register_script(script_source("cancel"))
-    return found
+    return bound_script(client, "cancel")
 
 
 def cancel(

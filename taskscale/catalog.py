@@ -21,7 +21,6 @@ import importlib.metadata
 import inspect
 import json
 import sys
-import weakref
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from redis.commands.core import Script
 
 from taskscale.keys import Keys
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.status import server_time
 from taskscale.tasks import TaskFunction, TaskRegistry
@@ -37,15 +36,9 @@ from taskscale.tasks import TaskFunction, TaskRegistry
 #: Version of the document layout (a reader skips documents it doesn't know).
 CATALOG_FORMAT = 1
 
-_registered: weakref.WeakKeyDictionary[Any, Script] = weakref.WeakKeyDictionary()
-
 
 def _script(client: RedisClient) -> Script:
-    found = _registered.get(client)
-    if found is None:
-        found = client.register_script(script_source("catalog"))
-        _registered[client] = found
-    return found
+    return bound_script(client, "catalog")
 
 
 def _text(value: Any) -> str:

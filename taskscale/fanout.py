@@ -27,7 +27,6 @@ import json
 import logging
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +43,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.producer import Call
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import block_in_slices
@@ -346,15 +345,9 @@ def split_arg_set(arg_set: ArgSet) -> tuple[Sequence[Any], Mapping[str, Any] | N
     return args, kwargs
 
 
-_scripts: weakref.WeakKeyDictionary[RedisClient, Script] = weakref.WeakKeyDictionary()
-
-
 def _submit_script(client: RedisClient) -> Script:
     """``fanout_submit.lua`` registered on ``client`` (EVALSHA; reloaded after NOSCRIPT)."""
-    script = _scripts.get(client)
-    if script is None:
-        script = _scripts[client] = client.register_script(script_source("fanout_submit"))
-    return script
+    return bound_script(client, "fanout_submit")
 
 
 def _text(value: bytes | str) -> str:

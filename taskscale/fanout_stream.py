@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import json
 import uuid
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
@@ -51,7 +49,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script as _script
 from taskscale.options import MAX_SECONDS, TaskOptions
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import RemoteError
@@ -115,19 +113,6 @@ class StreamSettings:
     #: Options of every sub-task (unset ones: the task's declared defaults).
     options: TaskOptions | None = None
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-
-
-_SCRIPTS = ("fanout_open", "fanout_add", "fanout_close")
-_registered: weakref.WeakKeyDictionary[RedisClient, dict[str, Script]] = weakref.WeakKeyDictionary()
-
-
-def _script(client: RedisClient, name: str) -> Script:
-    found = _registered.get(client)
-    if found is None:
-        found = _registered[client] = {
-            n: client.register_script(script_source(n)) for n in _SCRIPTS
-        }
-    return found[name]
 
 
 def _raise_script_error(exc: redis.ResponseError, fanout_id: str) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +31,11 @@ from redis.commands.core import Script
 
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import Keys, check_name
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 
 _UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
-
-_scripts: weakref.WeakKeyDictionary[Any, Script] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -106,10 +103,7 @@ def parse_rate(text: str) -> tuple[int, float]:
 
 
 def _script(client: RedisClient) -> Script:
-    found = _scripts.get(client)
-    if found is None:
-        found = _scripts[client] = client.register_script(script_source("limits_set"))
-    return found
+    return bound_script(client, "limits_set")
 
 
 def set_limits(

@@ -84,3 +84,16 @@ def scripts_for(client: RedisClient) -> Scripts:
         )
         _registered[client] = found
     return found
+
+
+_bound: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
+
+
+def bound_script(client: RedisClient, name: str) -> Script:
+    """``taskscale/scripts/<name>.lua`` registered on ``client`` once (EVALSHA,
+    reloaded after NOSCRIPT): the scripts outside :class:`Scripts` -- admin,
+    cancel, fan-out, catalog, limits, schedules -- share this one cache."""
+    found = _bound.setdefault(client, {})
+    if name not in found:
+        found[name] = client.register_script(script_source(name))
+    return found[name]

@@ -24,18 +24,16 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script as _script
 from taskscale.options import TaskOptions
 from taskscale.producer import _option_fields, default_producer
 from taskscale.redis_urls import RedisClient
@@ -338,17 +336,6 @@ def _loads(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("the task template is not a JSON object")
     return value
-
-
-_scripts: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
-
-
-def _script(client: RedisClient, name: str) -> Script:
-    """``taskscale/scripts/<name>.lua`` registered on ``client`` (once)."""
-    found = _scripts.setdefault(client, {})
-    if name not in found:
-        found[name] = client.register_script(script_source(name))
-    return found[name]
 
 
 def _text(value: Any) -> str:
