@@ -289,10 +289,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
-    import signal
-
     from taskscale.scheduler import Scheduler, SchedulerSettings
     from taskscale.scheduler_metrics import SchedulerMetrics
+    from taskscale.signals import on_stop_signals
 
     client, shards = _sharded_client(args)
     settings = SchedulerSettings(
@@ -308,12 +307,11 @@ def _scheduler(args: argparse.Namespace) -> int:
         for ns in shards.namespaces
     ]
 
-    def stop(*_: object) -> None:
+    def stop(_signum: int) -> None:
         for scheduler in schedulers:
             scheduler.stop()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop)
+    on_stop_signals(stop)  # on a thread: Scheduler.stop takes locks
     log.info("scheduler started (namespace %s)", ",".join(shards.namespaces))
     threads = [threading.Thread(target=s.run, daemon=True) for s in schedulers[1:]]
     for thread in threads:

@@ -38,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from types import FrameType
 from typing import Any
 
 import redis
@@ -52,6 +51,7 @@ from taskscale.keys import Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
+from taskscale.signals import on_stop_signals
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
 from taskscale.worker_settings import WorkerSettings, default_worker_id
@@ -135,12 +135,11 @@ class Worker:
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT request a stop (call from the main thread)."""
 
-        def handler(signum: int, frame: FrameType | None) -> None:
+        def handler(signum: int) -> None:  # on a thread: request_stop takes locks
             log.info("worker %s: %s received", self.id, signal.Signals(signum).name)
             self.request_stop()
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        on_stop_signals(handler)
 
     def run(self) -> int:
         """Register, work until asked to stop, shut down gracefully; return 0."""

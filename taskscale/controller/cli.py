@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from taskscale.cli_runtime import port
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.health import HealthState, MetricsServer
 from taskscale.logs import add_logging_arguments, configure_logging
+from taskscale.signals import on_stop_signals
 
 log = logging.getLogger("taskscale.controller")
 
@@ -92,8 +92,7 @@ def run_controller(args: argparse.Namespace) -> int:
         print(f"taskscale controller: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    on_stop_signals(lambda _signum: stop.set())  # on a thread: Event.set takes a lock
     metrics = ControllerMetrics()
     health = HealthState(clock=time.monotonic)
     server = MetricsServer(
