@@ -252,6 +252,43 @@ class Keys:
         return f"{self.prefix}fanout:{fanout_id}:results"
 
 
+# --- keys of other task queues, read (never written) by the controller's sources ---
+# Celery and RQ name their keys themselves; these functions are the only place
+# taskscale spells them (docs/schema.md, "Keys of other queues").
+
+#: kombu's Redis transport: a message of priority step s > 0 goes to the list
+#: ``<queue>`` + this separator + ``s`` (step 0 to the list ``<queue>`` itself).
+CELERY_PRIORITY_SEPARATOR = "\x06\x16"
+#: Every step a kombu priority list can have: kombu clamps a message's priority
+#: to 0-9 and maps it to one of ``priority_steps`` (default 0, 3, 6, 9).
+CELERY_PRIORITY_STEPS = tuple(range(1, 10))
+#: kombu's hash of delivered, not yet acknowledged messages (delivery tag ->
+#: JSON ``[message, exchange, routing key]``); its ``unacked_key`` option.
+CELERY_UNACKED = "unacked"
+#: RQ's key prefix (its ``RQ_KEY_PREFIX``).
+RQ_PREFIX = "rq"
+
+
+def celery_queue_lists(queue: str) -> list[str]:
+    """The lists kombu's Redis transport keeps one Celery queue in, step 0 first."""
+    return [queue, *(f"{queue}{CELERY_PRIORITY_SEPARATOR}{s}" for s in CELERY_PRIORITY_STEPS)]
+
+
+def rq_queue(name: str) -> str:
+    """LIST of the job ids waiting in RQ queue ``name``."""
+    return f"{RQ_PREFIX}:queue:{name}"
+
+
+def rq_started(name: str) -> str:
+    """ZSET of RQ queue ``name``'s running jobs (StartedJobRegistry), score = expiry (unix s)."""
+    return f"{RQ_PREFIX}:wip:{name}"
+
+
+def rq_scheduled(name: str) -> str:
+    """ZSET of RQ queue ``name``'s scheduled jobs (ScheduledJobRegistry), score = due (unix s)."""
+    return f"{RQ_PREFIX}:scheduled:{name}"
+
+
 #: Counter fields of ``Keys.stats(type)``; all integers, never reset.
 STAT_FIELDS = (
     "enqueued",  # tasks made ready or delayed by an enqueue

@@ -17,6 +17,7 @@ from typing import Any
 
 from taskscale.controller.fallback import Fallback
 from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
+from taskscale.controller.source_spec import TASKSCALE, TypeSource, check_kind, type_source
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 from taskscale.redis_urls import check_url
@@ -88,6 +89,9 @@ class ScalerConfig:
     fallback: Fallback | None = None
     #: scaleTargetRef's apiVersion and kind (default apps/v1 Deployment).
     target_ref: TargetRef = TargetRef()
+    #: The types read from Celery, RQ or plain lists (spec.source and each
+    #: type's source; source_spec.py); every other type is taskscale's.
+    sources: tuple[TypeSource, ...] = ()
 
     @property
     def key(self) -> str:
@@ -125,16 +129,18 @@ def config_from_spec(
         poll = _number(spec, "pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S)
         if poll < MIN_POLL_INTERVAL_S:
             raise InvalidSpec(f"pollIntervalSeconds must be at least {MIN_POLL_INTERVAL_S}")
+        redis = _redis(spec)
         return ScalerConfig(
             name=name,
             namespace=namespace,
             target=_target(spec),
-            redis=_redis(spec),
+            redis=redis,
             policy=policy,
             poll_interval_s=poll,
             generation=generation,
             fallback=_fallback(spec),
             target_ref=_target_ref(spec),
+            sources=_sources(spec, redis),
         )
     except InvalidSpec:
         raise
@@ -186,6 +192,16 @@ def _redis(spec: Mapping[str, Any]) -> RedisRef:
         secret_key=str(secret["key"]),
         key_namespace=key_namespace,
     )
+
+
+def _sources(spec: Mapping[str, Any], redis: RedisRef) -> tuple[TypeSource, ...]:
+    default = check_kind(spec.get("source", TASKSCALE))
+    found = tuple(s for t in spec["taskTypes"] if (s := type_source(t, default_kind=default)))
+    if found and "," in redis.key_namespace:
+        raise InvalidSpec("celery, rq and list sources need one redis.namespace, not several")
+    if found and redis.url is not None and "+cluster://" in redis.url:
+        raise InvalidSpec("celery, rq and list sources need a single Redis, not a Redis Cluster")
+    return found
 
 
 def _policy(spec: Mapping[str, Any]) -> ScalingPolicy:

@@ -31,6 +31,7 @@ from typing import Any
 import redis
 from redis.client import PubSub
 
+from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
@@ -58,6 +59,9 @@ class ObserveRequest:
     types: tuple[str, ...]
     #: Delayed tasks due within this many seconds after now are "upcoming".
     lead_s: float
+    #: Types read from another source (Celery, RQ, lists; see sources.py);
+    #: only :class:`SourcedObserver` reads them, :class:`Observer` ignores them.
+    sources: tuple[TypeSource, ...] = ()
 
 
 @dataclass(frozen=True)

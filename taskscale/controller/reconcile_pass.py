@@ -78,7 +78,9 @@ class ReconcilePass:
     ) -> tuple[Mapping[str, Observation], str | None]:
         requests = {
             s.config.key: ObserveRequest(
-                types=s.config.policy.type_names(), lead_s=s.config.policy.warmup_lead_s
+                types=s.config.policy.type_names(),
+                lead_s=s.config.policy.warmup_lead_s,
+                sources=s.config.sources,
             )
             for s in scalers
         }

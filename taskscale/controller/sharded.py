@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.sources import SourcedObserver, SourceReader
 from taskscale.controller.types import Observation
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
@@ -55,7 +56,7 @@ def _merge(parts: list[Observation]) -> Observation:
     )
 
 
-AnyObserver = Observer | ShardedObserver
+AnyObserver = Observer | ShardedObserver | SourcedObserver
 
 
 def namespace_keys(namespace: str) -> list[Keys]:
@@ -64,8 +65,11 @@ def namespace_keys(namespace: str) -> list[Keys]:
 
 
 def observer_for(client: RedisClient, namespace: str) -> AnyObserver:
-    """An :class:`Observer` for one namespace, a :class:`ShardedObserver` for a list."""
+    """An :class:`Observer` for one namespace, a :class:`ShardedObserver` for a
+    list; either in a :class:`SourcedObserver` that reads the types of other
+    sources (Celery, RQ, lists) too -- those only with one namespace."""
     shards = ShardMap.parse(namespace)
     if shards.sharded:
-        return ShardedObserver(client, shards)
-    return Observer(client, Keys(shards.namespaces[0]))
+        return SourcedObserver(ShardedObserver(client, shards), None)
+    keys = Keys(shards.namespaces[0])
+    return SourcedObserver(Observer(client, keys), SourceReader(client, keys))

@@ -67,6 +67,7 @@ def test_config_defaults_match_the_crd_schema_defaults() -> None:
         "warmupLeadSeconds": policy.warmup_lead_s,
         "rateWindowSeconds": policy.rate_window_s,
         "pollIntervalSeconds": config.poll_interval_s,
+        "source": "taskscale" if not config.sources else "?",
     }
     idle = spec["properties"]["taskTypes"]["items"]["properties"]["idleThresholdSeconds"]
     assert idle["default"] == policy.types[0].idle_threshold_s

@@ -1,0 +1,97 @@
+#!lua flags=no-writes
+-- sources: the demand of task types whose work is not in taskscale's queues --
+-- Celery (kombu's Redis transport), RQ, plain Redis lists -- in one read-only
+-- call on the Redis clock (used by taskscale.controller.sources).  Missing
+-- keys read as empty.  The keys are not in one hash slot: a single Redis only.
+--
+-- KEYS[1]  ACTIVE_TASKS hash (task name -> running)
+-- KEYS[2]  IDLE_SINCE hash (task name -> unix seconds)
+-- KEYS[3]  kombu's unacked hash, when ARGV[1] is "1" (delivery tag ->
+--          JSON [message, exchange, routing key])
+-- then, per type in ARGV's order: its lists, its running-job zsets, its
+-- scheduled-job zsets (counts in ARGV).
+--
+-- ARGV[1]  "1" to read KEYS[3], else "0"
+-- ARGV[2]  n, the number of types; then per type:
+--          L, S, D (lists, running zsets, scheduled zsets: the next L+S+D KEYS),
+--          lead ms (look-ahead window of the scheduled zsets),
+--          R then R routing keys (its unacked messages are counted),
+--          T then T task names (ACTIVE_TASKS / IDLE_SINCE fields)
+--
+-- Zset scores are unix seconds (RQ's registries).
+-- Returns {seconds, microseconds, rows[n]}, a row per type:
+--   {queued (sum of LLEN), reserved (unacked with a listed routing key),
+--    running (members of the running zsets not yet expired: score > now),
+--    due (scheduled, score <= now), upcoming (now < score <= now + lead),
+--    active (sum of the task names' ACTIVE_TASKS, each at least 0),
+--    idle since (the latest IDLE_SINCE of the task names, a string; false if none)}
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) + tonumber(time[2]) / 1e6
+local now_text = string.format('%.6f', now)
+
+local at = 0
+local function take()
+    at = at + 1
+    return ARGV[at]
+end
+
+local with_unacked = take() == '1'
+local next_key = with_unacked and 4 or 3
+local function key()
+    next_key = next_key + 1
+    return KEYS[next_key - 1]
+end
+
+-- Unacked messages per routing key, one pass over the hash for every type.
+local unacked = {}
+if with_unacked and redis.call('HLEN', KEYS[3]) > 0 then
+    for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do
+        local ok, doc = pcall(cjson.decode, raw)
+        if ok and type(doc) == 'table' and type(doc[3]) == 'string' then
+            unacked[doc[3]] = (unacked[doc[3]] or 0) + 1
+        end
+    end
+end
+
+local rows = {}
+local n = tonumber(take())
+for i = 1, n do
+    local lists, started, scheduled = tonumber(take()), tonumber(take()), tonumber(take())
+    local lead = tonumber(take()) / 1000
+    local queued, reserved, running, due, upcoming, active = 0, 0, 0, 0, 0, 0
+    local idle = nil
+    for _ = 1, lists do
+        queued = queued + redis.call('LLEN', key())
+    end
+    for _ = 1, started do
+        running = running + redis.call('ZCOUNT', key(), '(' .. now_text, '+inf')
+    end
+    for _ = 1, scheduled do
+        local zset = key()
+        due = due + redis.call('ZCOUNT', zset, '-inf', now_text)
+        upcoming = upcoming
+            + redis.call('ZCOUNT', zset, '(' .. now_text, string.format('%.6f', now + lead))
+    end
+    for _ = 1, tonumber(take()) do
+        reserved = reserved + (unacked[take()] or 0)
+    end
+    local tasks = {}
+    for j = 1, tonumber(take()) do
+        tasks[j] = take()
+    end
+    if #tasks > 0 then
+        for _, value in ipairs(redis.call('HMGET', KEYS[1], unpack(tasks))) do
+            active = active + math.max(0, tonumber(value) or 0)
+        end
+        for _, value in ipairs(redis.call('HMGET', KEYS[2], unpack(tasks))) do
+            local since = tonumber(value)
+            if since and (idle == nil or since > tonumber(idle)) then
+                idle = value
+            end
+        end
+    end
+    rows[i] = {queued, reserved, running, due, upcoming, active, idle or false}
+end
+
+return {time[1], time[2], rows}
