@@ -35,7 +35,7 @@ def test_no_module_imports_celery_or_rq_at_import_time() -> None:
 
 def test_importing_the_integrations_loads_neither_queue() -> None:
     code = (
-        "import sys, taskscale, taskscale.integrations.celery\n"
+        "import sys, taskscale, taskscale.integrations.celery, taskscale.integrations.rq\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('celery', 'rq')))"
     )
     out = subprocess.run(

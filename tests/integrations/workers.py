@@ -7,6 +7,7 @@ shutdown), or SIGKILL when a test means to kill it.  Every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -50,7 +51,12 @@ class WorkerProcess:
         before = set(r.zrange(self.keys.tracked_processes, 0, -1))
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.argv, cwd=HERE, env=self.env, stdout=out, stderr=subprocess.STDOUT
+                self.argv,
+                cwd=HERE,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # SIGKILL takes its children (RQ's horse) too
             )
 
         def joined() -> bool:
@@ -61,15 +67,26 @@ class WorkerProcess:
         return self
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
-        """Send ``sig`` and wait for the exit (SIGKILL after 60 s); the exit code."""
+        """Send ``sig`` (SIGKILL: to the whole process group, as a pod dies) and
+        wait for the exit (SIGKILL after 60 s); the exit code."""
         assert self.process is not None
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig == signal.SIGKILL:
+                self._kill_group()
+            else:
+                self.process.send_signal(sig)
         try:
             return self.process.wait(60)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._kill_group()
             return self.process.wait(10)
+        finally:
+            self._kill_group()  # no stray horse or child outlives the test
+
+    def _kill_group(self) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -98,3 +115,20 @@ def celery_worker(
     argv += ["--without-heartbeat", "-Q", queue, "-n", f"{queue}-{os.getpid()}@localhost"]
     argv += ["--loglevel", "INFO"]
     return WorkerProcess(argv, redis_url=redis_url, keys=keys, log=log, lease_s=lease_s)
+
+
+def rq_worker(
+    *,
+    redis_url: str,
+    keys: Keys,
+    log: Path,
+    queue: str,
+    worker_class: str = "taskscale.integrations.rq.TrackingWorker",
+    lease_s: float = 30,
+) -> WorkerProcess:
+    """``rq worker -w <worker_class>`` on ``queue`` (not burst: SIGTERM ends it)."""
+    argv = [str(BIN / "rq"), "worker", "-w", worker_class, "--url", broker_url(redis_url)]
+    argv += ["--logging_level", "INFO", queue]
+    process = WorkerProcess(argv, redis_url=redis_url, keys=keys, log=log, lease_s=lease_s)
+    process.env["TASKSCALE_TRACK_LEASE"] = str(lease_s)
+    return process
