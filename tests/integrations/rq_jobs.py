@@ -1,0 +1,25 @@
+"""The jobs the integration tests run on a real ``rq worker``, and a worker
+class keyed by queue.  Jobs reach taskscale's Redis through ``TASKSCALE_REDIS_URL``."""
+
+from __future__ import annotations
+
+import os
+
+import redis
+
+from taskscale.integrations.rq import worker_class
+
+_redis = redis.Redis.from_url(os.environ.get("TASKSCALE_REDIS_URL", "redis://127.0.0.1:6379/0"))
+
+#: ``rq worker -w rq_jobs.ByQueueWorker``: each job counts as its queue's type.
+ByQueueWorker = worker_class(task_type="queue")
+
+
+def block(key: str) -> None:
+    """Run until the test pushes to ``key`` (at most 60 s)."""
+    _redis.blpop([key], timeout=60)
+
+
+def block_then_fail(key: str) -> None:
+    _redis.blpop([key], timeout=60)
+    raise ValueError("failed on purpose")
