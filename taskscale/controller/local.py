@@ -59,6 +59,10 @@ class LocalPoolSettings:
     log_dir: Path | None = None
     #: A SIGTERMed worker still running after this long is killed.
     drain_timeout_s: float = 60.0
+    #: Run this instead of ``taskscale worker`` (e.g. a Celery or RQ worker
+    #: whose queues a TaskScaler reads through its ``source``); it gets the
+    #: same environment (POD_NAME, the Redis URL) and the same SIGTERM drain.
+    command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.types:
@@ -67,6 +71,8 @@ class LocalPoolSettings:
             check_name("task type", t)
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
+        if self.command is not None and not self.command:
+            raise ValueError("command must not be empty")
 
 
 @dataclass
@@ -167,6 +173,8 @@ class LocalPool:
     def command(self) -> list[str]:
         """The worker command line (the same for every worker of the pool)."""
         s = self.settings
+        if s.command is not None:
+            return list(s.command)
         cmd = [s.python, "-m", "taskscale.cli", "worker", "--types", ",".join(s.types)]
         cmd += ["--threads", str(s.threads), "--namespace", s.namespace]
         for module in s.imports:

@@ -9,6 +9,7 @@ until the test lets it go waits on a Redis list (BLPOP, bounded).
 from __future__ import annotations
 
 import os
+import time
 
 import redis
 from celery import Celery
@@ -49,8 +50,13 @@ if os.environ.get("SOURCES_TRACKING") == "1":  # the worker processes the tests 
 def wait_for_release(key: str, timeout_s: float = 60.0) -> bool:
     """Block until the test pushes to ``key`` (True) or ``timeout_s`` passes."""
     client = redis.Redis.from_url(REDIS_URL)
+    deadline = time.monotonic() + timeout_s
     try:
-        return client.blpop([key], timeout=timeout_s) is not None
+        # short BLPOPs: one longer than the client's socket timeout would fail
+        while time.monotonic() < deadline:
+            if client.blpop([key], timeout=1) is not None:
+                return True
+        return False
     finally:
         client.close()
 
