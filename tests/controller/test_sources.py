@@ -25,7 +25,7 @@ from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import TypeObservation
-from taskscale.keys import CELERY_PRIORITY_SEPARATOR, Keys, rq_started
+from taskscale.keys import CELERY_PRIORITY_SEPARATOR, Keys, rq_queue, rq_started
 from taskscale.tracking import Tracker
 
 pytestmark = pytest.mark.integration
@@ -138,27 +138,40 @@ def test_rq_reads_queue_started_registry_and_scheduled_registry(
     q.enqueue_in(timedelta(seconds=10), "source_apps.quick")  # within the 30 s lead
     q.enqueue_in(timedelta(hours=2), "source_apps.quick")  # beyond it
     q.enqueue_at(datetime.now(UTC) - timedelta(seconds=5), "source_apps.quick")  # due
-    source = TypeSource("reports", "rq", ("reports",), ("reports",))
+    tasks = ("source_apps.rq_block", "source_apps.quick")
+    source = TypeSource("reports", "rq", ("reports",), tasks)
 
     before = one(redis_url, keys, source)
     assert (before.queued, before.upcoming, before.active) == (3, 1, 0)
 
-    with rq_worker(redis_url, "reports", tmp_path):
+    with rq_worker(redis_url, "reports", tmp_path, keys):
         wait_until(lambda: r.zcard(rq_started("reports")) == 1, what="a started job")
+        # the RQ integration counts the same job in ACTIVE_TASKS
+        wait_until(lambda: r.hget(keys.active, tasks[0]) == b"1", what="the job tracked")
         during = one(redis_url, keys, source)
-        # the blocking job runs, the quick job and the due one ran (the worker's scheduler
-        # moved the due job to the queue); the two later ones are still scheduled
-        assert during.active == 1
-        assert during.upcoming == 1
+        # the blocking job runs (counted once, not by both the registry and ACTIVE_TASKS);
+        # the quick job and the due one wait for this one-job worker (queued, whether or
+        # not its scheduler has moved the due one yet); due in 10 s is upcoming, in 2 h not
+        assert (during.queued, during.active, during.upcoming) == (2, 1, 1)
         r.rpush("release-1", 1)
+        wait_until(lambda: r.llen(rq_queue("reports")) == 0, what="the queue drained")
+        wait_until(lambda: r.hget(keys.active, tasks[0]) == b"0", what="the job finished")
+        after = wait_until(
+            lambda: (o := one(redis_url, keys, source)).active == 0 and o, what="all done"
+        )
+    assert after.queued == 0 and after.idle_since is not None
 
 
 @contextlib.contextmanager
-def rq_worker(redis_url: str, queue: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``rq worker --burst --with-scheduler`` on ``queue``, stopped on exit."""
+def rq_worker(
+    redis_url: str, queue: str, tmp_path: Path, keys: Keys
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``rq worker --with-scheduler`` with the taskscale integration on
+    ``queue``, stopped on exit."""
     env = {**os.environ, "PYTHONPATH": str(HERE), "SOURCES_REDIS_URL": redis_url}
-    command = [sys.executable, "-m", "rq.cli", "worker", "--burst", "--with-scheduler"]
-    command += ["-w", "rq.worker.SimpleWorker", "--url", redis_url, queue]
+    env |= {"TASKSCALE_REDIS_URL": redis_url, "TASKSCALE_NAMESPACE": keys.namespace}
+    command = [sys.executable, "-m", "rq.cli", "worker", "--with-scheduler"]
+    command += ["-w", "taskscale.integrations.rq.TrackingSimpleWorker", "--url", redis_url, queue]
     with open(tmp_path / "rq.log", "wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
