@@ -35,7 +35,8 @@ tracking = install(
     lease_s=float(os.environ.get("TEST_TRACK_LEASE", "30")),
     task_type=by_queue if os.environ.get("TEST_TYPE_BY_QUEUE") == "1" else None,
 )
-_redis = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"])
+# socket_timeout: longer than the BLPOPs below (redis-py may default to less)
+_redis = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"], socket_timeout=120)
 
 
 @app.task(name="block")
