@@ -8,6 +8,7 @@ database of the test's redis-server), ``TASKSCALE_REDIS_URL`` and
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import redis
 from celery import Celery
@@ -20,8 +21,22 @@ app.conf.update(
     task_ignore_result=True,
     worker_hijack_root_logger=False,
 )
-tracking = install(app, lease_s=float(os.environ.get("TEST_TRACK_LEASE", "30")))
-_redis = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"])
+
+
+def by_queue(task: object) -> str | None:
+    """``TEST_TYPE_BY_QUEUE=1``: count each run as its queue, and skip ``untracked``."""
+    if getattr(task, "name", None) == "untracked":
+        return None
+    return str(task.request.delivery_info["routing_key"])  # type: ignore[attr-defined]
+
+
+tracking = install(
+    app,
+    lease_s=float(os.environ.get("TEST_TRACK_LEASE", "30")),
+    task_type=by_queue if os.environ.get("TEST_TYPE_BY_QUEUE") == "1" else None,
+)
+# socket_timeout: longer than the BLPOPs below (redis-py may default to less)
+_redis = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"], socket_timeout=120)
 
 
 @app.task(name="block")
@@ -34,3 +49,16 @@ def block(key: str) -> None:
 def block_then_fail(key: str) -> None:
     _redis.blpop([key], timeout=60)
     raise ValueError("failed on purpose")
+
+
+@app.task(name="untracked")
+def untracked(key: str) -> None:
+    _redis.set("untracked-running", 1)
+    _redis.blpop([key], timeout=60)
+
+
+@app.task(name="retry_once", bind=True, max_retries=1)
+def retry_once(self: Any, key: str) -> None:
+    """The first run asks for a retry; the second returns."""
+    if _redis.incr(key) == 1:
+        raise self.retry(countdown=0)

@@ -9,7 +9,10 @@ import redis
 
 from taskscale.integrations.rq import worker_class
 
-_redis = redis.Redis.from_url(os.environ.get("TASKSCALE_REDIS_URL", "redis://127.0.0.1:6379/0"))
+# socket_timeout: longer than the BLPOPs below (redis-py may default to less)
+_redis = redis.Redis.from_url(
+    os.environ.get("TASKSCALE_REDIS_URL", "redis://127.0.0.1:6379/0"), socket_timeout=120
+)
 
 #: ``rq worker -w rq_jobs.ByQueueWorker``: each job counts as its queue's type.
 ByQueueWorker = worker_class(task_type="queue")

@@ -4,6 +4,7 @@ negative, failures count down, a SIGKILLed worker is reaped by a live one."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -107,3 +108,68 @@ def test_a_killed_workers_tasks_are_counted_down_by_a_live_worker(
         assert r.hget(keys.idle_since, "block") is not None
         assert r.zcard(keys.tracked_processes) == 1  # only the survivor's lease
         assert stat(r, keys, "block", "active_underflow") == 0
+
+
+def test_the_prefork_pool_counts_in_each_child_and_a_killed_child_is_reaped(
+    r: redis.Redis, redis_url: str, keys: Keys, producer: Celery, tmp_path: Path
+) -> None:
+    lease = 2.0
+    with celery_worker(
+        redis_url=redis_url,
+        keys=keys,
+        log=tmp_path / "w.log",
+        queue="q",
+        concurrency=2,
+        lease_s=lease,
+        pool="prefork",
+    ) as w:
+        w.start(r)
+        producer.send_task("block", args=["release"], queue="q")
+        producer.send_task("block", args=["release"], queue="q")
+        wait_until(lambda: active(r, keys, "block") == 2, timeout=30)
+        # the main process and each busy child hold a lease of their own
+        wait_until(lambda: r.zcard(keys.tracked_processes) == 3, timeout=10)
+        children = w.children()
+        assert len(children) == 2
+        os.kill(children[0], signal.SIGKILL)  # as a hard time limit would
+        # the main process's heartbeat reaps the child within its lease
+        wait_until(lambda: active(r, keys, "block") == 1, timeout=30)
+        time.sleep(1.0)
+        assert active(r, keys, "block") == 1  # the other child still runs its task
+        r.rpush("release", "go")
+        wait_until(lambda: stat(r, keys, "block", "completed") == 1, timeout=30)
+        assert active(r, keys, "block") == 0
+        assert stat(r, keys, "block", "active_underflow") == 0
+        assert w.stop() == 0
+    assert r.zcard(keys.tracked_processes) == 0  # children and main process left
+
+
+def test_a_retried_run_counts_down_and_the_retry_counts_again(
+    r: redis.Redis, redis_url: str, keys: Keys, producer: Celery, tmp_path: Path
+) -> None:
+    with celery_worker(redis_url=redis_url, keys=keys, log=tmp_path / "w.log", queue="q") as w:
+        w.start(r)
+        producer.send_task("retry_once", args=["attempts"], queue="q")
+        wait_until(lambda: stat(r, keys, "retry_once", "completed") == 1, timeout=30)
+        assert int(r.get("attempts") or 0) == 2
+        assert stat(r, keys, "retry_once", "claimed") == 2
+        assert stat(r, keys, "retry_once", "failed") == 1  # the run that asked for a retry
+        assert active(r, keys, "retry_once") == 0
+
+
+def test_a_mapping_function_chooses_the_type_or_skips_the_task(
+    r: redis.Redis, redis_url: str, keys: Keys, producer: Celery, tmp_path: Path
+) -> None:
+    w = celery_worker(redis_url=redis_url, keys=keys, log=tmp_path / "w.log", queue="emails")
+    w.env["TEST_TYPE_BY_QUEUE"] = "1"
+    with w:
+        w.start(r)
+        producer.send_task("block", args=["release"], queue="emails")
+        producer.send_task("untracked", args=["release"], queue="emails")
+        wait_until(lambda: active(r, keys, "emails") == 1, timeout=30)
+        wait_until(lambda: r.exists("untracked-running"), timeout=30)  # both run ...
+        assert r.hgetall(keys.active) == {b"emails": b"1"}  # ... one is counted
+        r.rpush("release", "go", "go")
+        wait_until(lambda: stat(r, keys, "emails", "completed") == 1, timeout=30)
+        assert active(r, keys, "emails") == 0
+        assert not r.exists(keys.stats("untracked"))

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 from rq import Queue
+from rq.command import send_stop_job_command
+from rq.exceptions import InvalidJobOperation
 from waiting import wait_until
 from workers import WorkerProcess, broker_url, rq_worker
 
@@ -48,6 +50,15 @@ def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
 def redis_now(r: redis.Redis) -> float:
     seconds, micros = r.time()
     return seconds + micros / 1e6
+
+
+def stop_job(broker: redis.Redis, job_id: str) -> bool:
+    """Ask the worker to kill the horse running ``job_id``; False if it runs no horse yet."""
+    try:
+        send_stop_job_command(broker, job_id)
+    except InvalidJobOperation:  # counted before RQ marks it started
+        return False
+    return True
 
 
 def test_running_jobs_are_counted_exactly_and_idle_since_is_stamped(
@@ -142,3 +153,25 @@ def test_jobs_can_count_as_their_queue(
         r.rpush("release", "go")
         wait_until(lambda: stat(r, keys, "emails", "completed") == 1, timeout=30)
         assert active(r, keys, "emails") == 0
+
+
+def test_a_stopped_job_and_a_cold_shutdown_count_down(
+    r: redis.Redis, broker: redis.Redis, redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
+    queue = Queue("q", connection=broker)
+    with rq_worker(redis_url=redis_url, keys=keys, log=tmp_path / "w.log", queue="q") as w:
+        w.start(r)
+        stopped = queue.enqueue(BLOCK, "never")
+        wait_until(lambda: active(r, keys, BLOCK) == 1, timeout=30)
+        wait_until(lambda: stop_job(broker, stopped.id), timeout=30)  # the worker kills its horse
+        wait_until(lambda: stat(r, keys, BLOCK, "failed") == 1, timeout=30)
+        assert active(r, keys, BLOCK) == 0
+        queue.enqueue(BLOCK, "never")
+        wait_until(lambda: active(r, keys, BLOCK) == 1, timeout=30)
+        assert w.process is not None
+        w.process.send_signal(signal.SIGTERM)  # warm shutdown waits for the job ...
+        time.sleep(1.5)  # (RQ ignores a second signal within 1 s)
+        assert active(r, keys, BLOCK) == 1
+        w.stop(signal.SIGTERM)  # ... a second SIGTERM kills the horse: cold shutdown
+        assert active(r, keys, BLOCK) == 0
+        assert r.zcard(keys.tracked_processes) == 0  # it left, nothing to reap

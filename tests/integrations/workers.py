@@ -88,6 +88,12 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
 
+    def children(self) -> list[int]:
+        """Pids of the worker's child processes (a prefork pool's, RQ's horse)."""
+        assert self.process is not None
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
@@ -107,10 +113,17 @@ class WorkerProcess:
 
 
 def celery_worker(
-    *, redis_url: str, keys: Keys, log: Path, queue: str, concurrency: int = 4, lease_s: float = 30
+    *,
+    redis_url: str,
+    keys: Keys,
+    log: Path,
+    queue: str,
+    concurrency: int = 4,
+    lease_s: float = 30,
+    pool: str = "threads",
 ) -> WorkerProcess:
-    """``celery worker`` on the threads pool, consuming ``queue`` only."""
-    argv = [str(BIN / "celery"), "-A", "celery_app", "worker", "--pool", "threads"]
+    """``celery worker`` on ``pool``, consuming ``queue`` only."""
+    argv = [str(BIN / "celery"), "-A", "celery_app", "worker", "--pool", pool]
     argv += ["-c", str(concurrency), "--without-mingle", "--without-gossip"]
     argv += ["--without-heartbeat", "-Q", queue, "-n", f"{queue}-{os.getpid()}@localhost"]
     argv += ["--loglevel", "INFO"]
