@@ -25,6 +25,9 @@ What each source counts (docs/sources.md):
   in flight = the larger of ``ACTIVE_TASKS`` and the StartedJobRegistry's
   unexpired jobs (the same job in both is counted once).
 - ``list``: queued = the lists' lengths; in flight = ``ACTIVE_TASKS``.
+
+For every source, the rate floor's counters are the ``stats`` hashes of the
+type's task names, which the integrations and ``taskscale.track`` keep.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class SourceReader:
         for source, lead_s in wanted:
             lists, started, scheduled = _keys_of(source)
             script_keys += [*lists, *started, *scheduled]
+            script_keys += [self._keys.stats(task) for task in source.tasks]
             routing = source.queues if source.kind == CELERY else ()
             args += [len(lists), len(started), len(scheduled), max(0, round(lead_s * 1000))]
             args += [len(routing), *routing, len(source.tasks), *source.tasks]
@@ -109,7 +113,8 @@ def _keys_of(source: TypeSource) -> tuple[list[str], list[str], list[str]]:
 
 
 def _type_observation(source: TypeSource, row: Sequence[Any]) -> TypeObservation:
-    queued, reserved, running, due, upcoming, active, idle = row
+    queued, reserved, running, due, upcoming, active, idle, *stats = row
+    claimed, completed, failed, service_ms = (int(v) for v in stats)
     return TypeObservation(
         task_type=source.task_type,
         # RQ's due jobs wait for a worker (its scheduler runs in one): ready work
@@ -118,6 +123,11 @@ def _type_observation(source: TypeSource, row: Sequence[Any]) -> TypeObservation
         # held by a worker: counted once whether the registry, kombu or ACTIVE_TASKS saw it
         active=max(int(active), int(reserved), int(running)),
         idle_since=float(idle) if idle else None,
+        # kept by the integrations / taskscale.track per task name: the rate floor's inputs
+        claimed_total=claimed,
+        completed_total=completed,
+        failed_total=failed,
+        service_ms_total=service_ms,
     )
 
 

@@ -9,14 +9,16 @@
 -- KEYS[3]  kombu's unacked hash, when ARGV[1] is "1" (delivery tag ->
 --          JSON [message, exchange, routing key])
 -- then, per type in ARGV's order: its lists, its running-job zsets, its
--- scheduled-job zsets (counts in ARGV).
+-- scheduled-job zsets (counts in ARGV), and the stats hash of each of its
+-- task names (T of them, in the order of the names).
 --
 -- ARGV[1]  "1" to read KEYS[3], else "0"
 -- ARGV[2]  n, the number of types; then per type:
 --          L, S, D (lists, running zsets, scheduled zsets: the next L+S+D KEYS),
 --          lead ms (look-ahead window of the scheduled zsets),
 --          R then R routing keys (its unacked messages are counted),
---          T then T task names (ACTIVE_TASKS / IDLE_SINCE fields)
+--          T then T task names (ACTIVE_TASKS / IDLE_SINCE fields; their
+--          stats hashes are the type's last T KEYS)
 --
 -- Zset scores are unix seconds (RQ's registries).
 -- Returns {seconds, microseconds, rows[n]}, a row per type:
@@ -24,7 +26,8 @@
 --    running (members of the running zsets not yet expired: score > now),
 --    due (scheduled, score <= now), upcoming (now < score <= now + lead),
 --    active (sum of the task names' ACTIVE_TASKS, each at least 0),
---    idle since (the latest IDLE_SINCE of the task names, a string; false if none)}
+--    idle since (the latest IDLE_SINCE of the task names, a string; false if none),
+--    then the task names' stats counters summed: claimed, completed, failed, service_ms}
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1e6
@@ -91,7 +94,14 @@ for i = 1, n do
             end
         end
     end
-    rows[i] = {queued, reserved, running, due, upcoming, active, idle or false}
+    local row = {queued, reserved, running, due, upcoming, active, idle or false, 0, 0, 0, 0}
+    for _ = 1, #tasks do
+        local counters = redis.call('HMGET', key(), 'claimed', 'completed', 'failed', 'service_ms')
+        for j = 1, 4 do
+            row[7 + j] = row[7 + j] + (tonumber(counters[j]) or 0)
+        end
+    end
+    rows[i] = row
 end
 
 return {time[1], time[2], rows}

@@ -190,7 +190,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def test_list_source_sums_lists_and_active_tasks(
+def test_list_source_sums_lists_active_tasks_and_stats(
     r: redis.Redis, redis_url: str, keys: Keys
 ) -> None:
     r.rpush("jobs:email", "a", "b")
@@ -207,6 +207,8 @@ def test_list_source_sums_lists_and_active_tasks(
         email = one(redis_url, keys, source)
 
         assert (email.queued, email.active) == (3, 1)
+        # the rate floor's counters, summed over the task names
+        assert (email.claimed_total, email.completed_total, email.failed_total) == (2, 1, 0)
         seconds, micros = r.time()
         assert email.idle_since is not None
         assert 0 <= seconds + micros / 1e6 - email.idle_since < 30
