@@ -52,6 +52,11 @@ from taskscale.keys import (
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
 
+#: Most entries of kombu's unacked hash read per pass; a larger hash is
+#: sampled and the counts scaled (each entry is a whole message: reading
+#: 10,000 held Redis for about half a second, docs/sources.md).
+UNACKED_SAMPLE = 1000
+
 
 class NativeObserver(Protocol):
     """observe.lua's side: :class:`Observer` or :class:`ShardedObserver`."""
@@ -82,7 +87,7 @@ class SourceReader:
         script_keys = [self._keys.active, self._keys.idle_since]
         if with_unacked:
             script_keys.append(CELERY_UNACKED)
-        args: list[str | int] = ["1" if with_unacked else "0", len(wanted)]
+        args: list[str | int] = [UNACKED_SAMPLE if with_unacked else 0, len(wanted)]
         for source, lead_s in wanted:
             lists, started, scheduled = _keys_of(source)
             script_keys += [*lists, *started, *scheduled]

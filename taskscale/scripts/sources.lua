@@ -6,13 +6,16 @@
 --
 -- KEYS[1]  ACTIVE_TASKS hash (task name -> running)
 -- KEYS[2]  IDLE_SINCE hash (task name -> unix seconds)
--- KEYS[3]  kombu's unacked hash, when ARGV[1] is "1" (delivery tag ->
+-- KEYS[3]  kombu's unacked hash, when ARGV[1] > 0 (delivery tag ->
 --          JSON [message, exchange, routing key])
 -- then, per type in ARGV's order: its lists, its running-job zsets, its
 -- scheduled-job zsets (counts in ARGV), and the stats hash of each of its
 -- task names (T of them, in the order of the names).
 --
--- ARGV[1]  "1" to read KEYS[3], else "0"
+-- ARGV[1]  S, the most unacked entries to read (0: no KEYS[3]).  A larger
+--          hash is sampled: S entries (HRANDFIELD), each routing key's count
+--          scaled by size / S -- an estimate that bounds the time the script
+--          holds Redis (every entry is a whole message, kilobytes).
 -- ARGV[2]  n, the number of types; then per type:
 --          L, S, D (lists, running zsets, scheduled zsets: the next L+S+D KEYS),
 --          lead ms (look-ahead window of the scheduled zsets),
@@ -39,20 +42,48 @@ local function take()
     return ARGV[at]
 end
 
-local with_unacked = take() == '1'
+local sample = tonumber(take())
+local with_unacked = sample > 0
 local next_key = with_unacked and 4 or 3
 local function key()
     next_key = next_key + 1
     return KEYS[next_key - 1]
 end
 
+-- The routing key of one unacked entry: the JSON array's last string.  Read
+-- from the tail (a message is kilobytes; decoding each whole cost 10x more),
+-- decoded in full only when the tail does not end in a plain JSON string.
+local function routing_key(raw)
+    local key = string.match(string.sub(raw, -512), ',%s*"([^"\\]*)"%s*%]%s*$')
+    if key then
+        return key
+    end
+    local ok, doc = pcall(cjson.decode, raw)
+    if ok and type(doc) == 'table' and type(doc[3]) == 'string' then
+        return doc[3]
+    end
+    return nil
+end
+
 -- Unacked messages per routing key, one pass over the hash for every type.
 local unacked = {}
-if with_unacked and redis.call('HLEN', KEYS[3]) > 0 then
-    for _, raw in ipairs(redis.call('HVALS', KEYS[3])) do
-        local ok, doc = pcall(cjson.decode, raw)
-        if ok and type(doc) == 'table' and type(doc[3]) == 'string' then
-            unacked[doc[3]] = (unacked[doc[3]] or 0) + 1
+local size = with_unacked and redis.call('HLEN', KEYS[3]) or 0
+if size > 0 then
+    local values, scale
+    if size <= sample then
+        values, scale = redis.call('HVALS', KEYS[3]), 1
+    else
+        values = {}
+        local pairs_ = redis.call('HRANDFIELD', KEYS[3], sample, 'WITHVALUES')
+        for j = 2, #pairs_, 2 do
+            values[#values + 1] = pairs_[j]
+        end
+        scale = size / #values
+    end
+    for _, raw in ipairs(values) do
+        local key = routing_key(raw)
+        if key then
+            unacked[key] = (unacked[key] or 0) + scale
         end
     end
 end
@@ -79,6 +110,7 @@ for i = 1, n do
     for _ = 1, tonumber(take()) do
         reserved = reserved + (unacked[take()] or 0)
     end
+    reserved = math.floor(reserved + 0.5)
     local tasks = {}
     for j = 1, tonumber(take()) do
         tasks[j] = take()

@@ -289,3 +289,28 @@ def test_every_source_type_of_every_scaler_is_read_in_one_read_only_call(
 def snapshot(r: redis.Redis) -> dict[bytes, bytes | None]:
     """Every key with its serialized value (DUMP)."""
     return {key: r.dump(key) for key in r.scan_iter()}  # type: ignore[misc]
+
+
+def test_a_large_unacked_hash_is_sampled_and_scaled_to_its_size(
+    celery_app: Any, redis_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskscale.controller import sources
+
+    for queue, count in (("mail", 16), ("other", 8)):
+        for _ in range(count):
+            celery_app.send_task(source_apps.QUICK_TASK, queue=queue)
+        assert take_without_ack(redis_url, queue, count) == count
+    monkeypatch.setattr(sources, "UNACKED_SAMPLE", 8)  # 24 entries: read 8, each counts 3
+    mail = TypeSource("mail", "celery", ("mail",), ("mail",))
+    other = TypeSource("other", "celery", ("other",), ("other",))
+
+    obs = observe(redis_url, keys, mail, other)
+
+    estimates = [obs.types[t].active for t in ("mail", "other")]
+    assert sum(estimates) == 24  # the sample's shares of the whole hash
+    assert all(e % 3 == 0 for e in estimates)
+    monkeypatch.setattr(sources, "UNACKED_SAMPLE", 24)  # read whole: exact
+    assert [observe(redis_url, keys, mail, other).types[t].active for t in ("mail", "other")] == [
+        16,
+        8,
+    ]
