@@ -194,8 +194,11 @@ class Supervisor:
     def _exited(self, child: _Child, code: int, now: float) -> None:
         with self._lock:
             stopping = self._stopping
+        # killed by the stop signal itself: it came before the child had its
+        # handlers, i.e. before it registered or claimed anything
+        by_our_signal = stopping and -code in (signal.SIGTERM, signal.SIGINT)
         if code != 0:
-            self._clean = False if stopping else self._clean
+            self._clean = self._clean and (not stopping or by_our_signal)
             log.warning("worker %s exited with %s", child.worker_id, _describe(code))
             self._give_back(child.worker_id)
         elif not stopping:
