@@ -55,7 +55,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from taskscale.connection import REDIS_URL_ENV, TRANSIENT_ERRORS, connect, retrying
+import redis
+
+from taskscale.connection import REDIS_URL_ENV, connect, describe_error, retrying
 from taskscale.envdefaults import env_name
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
@@ -217,12 +219,12 @@ class Supervisor:
     def _give_back(self, worker_id: str) -> None:
         try:
             moved = self._return_tasks(worker_id)
-        except TRANSIENT_ERRORS as exc:
+        except redis.RedisError as exc:
             log.error(
-                "Redis unreachable (%s); the reaper returns the tasks of "
-                "worker %s when its lease expires",
-                exc,
+                "could not return the tasks of worker %s (%s); the reaper returns "
+                "them when its lease expires",
                 worker_id,
+                describe_error(exc),
             )
             return
         log.warning("%d task(s) of worker %s back in their queues", moved, worker_id)

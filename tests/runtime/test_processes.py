@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from gate_tasks import FINISHED, GATE, STARTED
+from redis_server import free_port
 from rthelpers import taskscale_process
 from waiting import wait_until
 
@@ -198,3 +202,40 @@ def test_processes_auto_runs_one_child_per_cpu_of_the_cgroup_limit(
     pod.proc.send_signal(signal.SIGTERM)
     assert pod.proc.wait(WAIT_S) == 0
     assert r.zcard(keys.workers) == 0
+
+
+def two_free_ports() -> int:
+    """A port P with P and P + 1 both free on loopback now."""
+    for _ in range(50):
+        port = free_port()
+        if port < 65535:
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def http_status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_child_i_serves_its_metrics_and_probes_on_the_port_plus_i(
+    redis_url: str, r: redis.Redis, keys: Keys, pods: list[Pod], tmp_path: Path
+) -> None:
+    port = two_free_ports()
+    pod = start(pods, redis_url, tmp_path, "--processes=2", f"--metrics-port={port}")
+    for each in (port, port + 1):
+        wait_until(lambda p=each: http_status(p, "/readyz") == 200, timeout=WAIT_S)
+        assert http_status(each, "/metrics") == 200
+    assert len(pod.children(r, keys)) == 2
+    pod.proc.send_signal(signal.SIGTERM)
+    assert pod.proc.wait(WAIT_S) == 0

@@ -138,3 +138,38 @@ def test_stop_forwards_sigterm_and_exits_zero_only_if_every_child_did(
     supervisor.request_stop()
     thread.join(30)
     assert not thread.is_alive() and result == [expected]
+
+
+def restart_delays(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage().rsplit(" ", 1)[1]
+        for r in caplog.records
+        if r.getMessage().startswith("restarting worker 0 in")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lives_s", "stable_s", "expected"),
+    [
+        (0.0, 10.0, ["0.1s", "0.2s", "0.4s", "0.4s"]),  # dies at once: doubles, capped
+        (0.5, 0.4, ["0.1s", "0.1s", "0.1s", "0.1s"]),  # stayed up 0.5 s >= 0.4 s: resets
+    ],
+)
+def test_backoff_grows_while_a_child_keeps_crashing_and_starts_over_after_it_stayed_up(
+    caplog: pytest.LogCaptureFixture, lives_s: float, stable_s: float, expected: list[str]
+) -> None:
+    caplog.set_level("INFO", logger="taskscale.supervisor")
+    supervisor = Supervisor(
+        processes=1,
+        base_id="b",
+        command=lambda index, worker_id: python(f"import time; time.sleep({lives_s}); exit(3)"),
+        return_tasks=lambda _: 0,
+        restart=RestartPolicy(first_s=0.1, max_s=0.4, stable_s=stable_s),
+    )
+    thread, _ = run_in_thread(supervisor)
+    try:
+        wait_until(lambda: len(restart_delays(caplog)) >= 4, timeout=30)
+    finally:
+        supervisor.request_stop()
+        thread.join(30)
+    assert restart_delays(caplog)[:4] == expected
