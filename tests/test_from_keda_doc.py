@@ -177,3 +177,20 @@ def test_the_list_source_variant_is_declared_by_the_crd_but_for_fields_yet_to_la
     else:  # what is skipped is exactly the three fields, nothing else
         skipped = undeclared(variant["spec"], schema, "spec")
         assert skipped == ["spec.source", "spec.taskTypes[0].queues", "spec.taskTypes[0].tasks"]
+
+
+def test_every_test_the_page_names_exists() -> None:
+    """``path::name`` references, and ``::name`` for another test of the same file."""
+    named: list[tuple[str, str]] = []
+    path = ""
+    for ref_path, name in re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", PAGE.read_text()):
+        path = ref_path or path
+        assert path, f"::{name} names no file"
+        named.append((path, name))
+    assert len(named) >= 15
+    missing = [
+        f"{path}::{name}"
+        for path, name in named
+        if not re.search(rf"^def {name}\(", (REPO / path).read_text(), re.M)
+    ]
+    assert missing == []
