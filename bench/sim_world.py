@@ -10,7 +10,11 @@ It models what matters for the comparison and nothing more:
   head of the queue and are counted;
 * the numbers the real observer reads from Redis (queue length, due and
   upcoming delayed tasks, ACTIVE_TASKS, IDLE_SINCE, the stats counters and
-  each worker's busy count).
+  each worker's busy count);
+* cold starts: a task becoming ready while there is no pod at all opens one,
+  and the first claim after it closes it; its length is the time from work
+  at zero replicas (the task's ready time, or when the last pod went, if
+  later) to a first task running (:attr:`World.cold_starts`).
 
 Time advances in fixed steps (:attr:`WorldSettings.step_s`).
 """
@@ -88,6 +92,10 @@ class World:
         self.enqueued = self.claimed = self.completed = 0
         self.service_ms = self.wait_ms = 0
         self.waits: list[float] = []
+        #: Seconds from a task ready at zero pods to the first claim after it.
+        self.cold_starts: list[float] = []
+        self._cold_since: float | None = None
+        self._empty_since = 0.0  #: when the last pod went (a requeued task waits from then)
         self.interrupted = 0
         self.replica_seconds = 0.0
         self.demand_signal = False  #: ready queue went empty -> non-empty this step
@@ -102,6 +110,9 @@ class World:
         self._enqueue_until(t)
         self._promote_until(t)
         self._complete_until(t)
+        if self.queue and not self.pods and self._cold_since is None:
+            oldest = min(task.ready_at for task in self.queue)
+            self._cold_since = max(oldest, self._empty_since)
         self._claim(t)
         self.demand_signal = self.demand_signal or (was_empty and bool(self.queue))
         self.replica_seconds += len(self.pods) * self.settings.step_s
@@ -156,6 +167,9 @@ class World:
         pod.running.add(task)
         self.active += 1
         self.claimed += 1
+        if self._cold_since is not None:
+            self.cold_starts.append(t - self._cold_since)
+            self._cold_since = None
         if task.claimed_at is None:
             task.claimed_at = t
             wait = max(0.0, t - task.ready_at)
@@ -195,6 +209,8 @@ class World:
             return
         for pod in self._removal_order(t, idle_first=idle_first)[:excess]:
             self._remove(pod)
+        if not self.pods:
+            self._empty_since = t
 
     def _removal_order(self, t: float, *, idle_first: bool) -> list[Pod]:
         starting = sorted((p for p in self.pods if p.ready_at > t), key=lambda p: -p.ready_at)

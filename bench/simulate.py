@@ -7,7 +7,9 @@ real policy code (``taskscale.controller.policy.decide``); the baseline
 models KEDA's Redis-list scaler and the HPA with their defaults (see
 ``bench/sim_scalers.py``).  Reported per scaler, median over seeds: queue
 wait p50 / p99, replica-seconds, tasks interrupted by scale-down, pod starts
-(scale churn: every pod created pays its start-up).
+(scale churn: every pod created pays its start-up), and cold starts: how
+many times work found no pod at all, and the median and longest time from
+that work to a first task running.
 
     .venv/bin/python -m bench.simulate                 # 9 seeds, plot to docs/img
     .venv/bin/python -m bench.simulate --seeds 3 --json out.json
@@ -115,6 +117,9 @@ class RunResult:
     interrupted: int
     never_claimed: int
     pod_starts: int
+    cold_starts: int = 0  #: times work found zero pods
+    cold_start_p50_s: float = 0.0  #: work at zero pods -> first task running, median
+    cold_start_max_s: float = 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -145,6 +150,9 @@ def run(trace: Trace, scaler: Scaler, settings: WorldSettings) -> tuple[RunResul
         interrupted=world.interrupted,
         never_claimed=len(censored),
         pod_starts=world.pod_starts,
+        cold_starts=len(world.cold_starts),
+        cold_start_p50_s=statistics.median(world.cold_starts) if world.cold_starts else 0.0,
+        cold_start_max_s=max(world.cold_starts, default=0.0),
     )
     return result, world.series
 
@@ -157,22 +165,25 @@ def report(results: dict[str, list[RunResult]], *, per_seed: Sequence[str]) -> s
     """A markdown table: per-seed rows of the ``per_seed`` scalers, then medians."""
     lines = [
         "| scaler | seed | tasks | wait p50 s | wait p99 s | wait max s | replica-s "
-        "| interrupted | pod starts |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| interrupted | pod starts | cold starts | cold start p50 s | cold start max s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in per_seed:
         for r in results[name]:
             lines.append(
                 f"| {name} | {r.seed} | {r.tasks} | {r.wait_p50_s:.1f} | {r.wait_p99_s:.1f} "
                 f"| {r.wait_max_s:.1f} | {r.replica_seconds:.0f} | {r.interrupted} "
-                f"| {r.pod_starts} |"
+                f"| {r.pod_starts} | {r.cold_starts} | {r.cold_start_p50_s:.1f} "
+                f"| {r.cold_start_max_s:.1f} |"
             )
     for name, rows in results.items():
         lines.append(
             f"| **{name} median** | | {_median(rows, 'tasks'):.0f} "
             f"| {_median(rows, 'wait_p50_s'):.1f} | {_median(rows, 'wait_p99_s'):.1f} "
             f"| {_median(rows, 'wait_max_s'):.1f} | {_median(rows, 'replica_seconds'):.0f} "
-            f"| {_median(rows, 'interrupted'):.0f} | {_median(rows, 'pod_starts'):.0f} |"
+            f"| {_median(rows, 'interrupted'):.0f} | {_median(rows, 'pod_starts'):.0f} "
+            f"| {_median(rows, 'cold_starts'):.0f} | {_median(rows, 'cold_start_p50_s'):.1f} "
+            f"| {_median(rows, 'cold_start_max_s'):.1f} |"
         )
     return "\n".join(lines)
 

@@ -124,6 +124,15 @@ def port(text: str) -> int:
     return whole(text, least=0, most=65535)
 
 
+def processes(text: str) -> int:
+    """argparse type: a number of worker processes, or ``auto`` (the CPU limit)."""
+    if text.strip().lower() == "auto":
+        from taskscale.cpu_limit import auto_processes
+
+        return min(auto_processes(), MAX_THREADS)
+    return whole(text, least=1, most=MAX_THREADS)
+
+
 def add_parser(subparsers: Any) -> None:
     """Add worker, scheduler, enqueue and status to the ``taskscale`` CLI."""
     p = subparsers.add_parser("worker", help="run tasks of some types on N threads")
@@ -157,7 +166,13 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=port, default=None, help="serve Prometheus metrics here")
-    p.set_defaults(func=_guarded(_worker))
+    p.add_argument(
+        "--processes",
+        type=processes,
+        default=1,
+        help="worker processes, or auto: the container's CPU limit (default 1; docs/operating.md)",
+    )
+    p.set_defaults(func=_guarded(_worker), worker_parser=p)
 
     p = subparsers.add_parser("scheduler", help="promote due delayed tasks and reap dead workers")
     _common(p)
@@ -279,6 +294,10 @@ def _worker(args: argparse.Namespace) -> int:
             ",".join(missing),
         )
     keys = ShardMap.parse(args.namespace).only_namespace(settings.types)
+    if args.processes > 1:  # a supervisor of worker processes (taskscale/supervisor.py)
+        from taskscale.supervisor import run_supervisor
+
+        return run_supervisor(args.worker_parser, args, early_signals=early)
     client, _ = _sharded_client(args)
 
     def replay(worker: Worker) -> None:

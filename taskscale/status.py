@@ -216,6 +216,18 @@ def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict
     }
 
 
+def pods_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Worker records summed per pod (a pod may run several worker processes:
+    ``--processes``), sorted by pod: ``{"pod", "processes", "busy", "threads"}``."""
+    pods: dict[str, dict[str, Any]] = {}
+    for w in workers:
+        pod = pods.setdefault(w["pod"], {"pod": w["pod"], "processes": 0, "busy": 0, "threads": 0})
+        pod["processes"] += 1
+        pod["busy"] += w["busy"] or 0
+        pod["threads"] += w["threads"] or 0
+    return [pods[name] for name in sorted(pods)]
+
+
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never"
@@ -274,12 +286,16 @@ def render(status: dict[str, Any]) -> str:
             f"{w['busy']}/{w['threads']}",
             _ago(now - w["heartbeat_ms"] / 1000) + " ago" if w["heartbeat_ms"] else "?",
         ]
-        for w in status["workers"]
+        for w in sorted(status["workers"], key=lambda w: (w["pod"], w["id"]))
     ]
     lines += _table(["WORKER", "POD/HOST", "TYPES", "BUSY", "HEARTBEAT"], worker_rows)
     if not worker_rows:
         lines.append("(no live workers)")
     lines.append("")
+    pods = pods_of(status["workers"])
+    if any(p["processes"] > 1 for p in pods):  # taskscale worker --processes P
+        pod_rows = [[p["pod"], str(p["processes"]), f"{p['busy']}/{p['threads']}"] for p in pods]
+        lines += [*_table(["POD", "PROCESSES", "BUSY"], pod_rows), ""]
     periodic = status.get("schedules", [])
     if periodic:
         lines += [*render_schedules(periodic, now_s=now), ""]

@@ -27,7 +27,6 @@ keeps its running tasks and resumes when Redis is back.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -37,15 +36,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
-from typing import Any
 
 import redis
 
 from taskscale.catalog import CatalogPublisher
 from taskscale.claim_pacing import ClaimPacer
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
-from taskscale.execution import Claimed, Outcome, RetryPolicy, TaskRunner
+from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
@@ -54,14 +51,13 @@ from taskscale.redis_urls import RedisClient
 from taskscale.signals import on_stop_signals
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
+from taskscale.worker_reporter import STOP, Identity, Reporter
 from taskscale.worker_settings import WorkerSettings, default_worker_id
+from taskscale.worker_tally import Tally
 
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
 
 log = logging.getLogger("taskscale.worker")
-
-
-_STOP = object()
 
 
 class Worker:
@@ -95,19 +91,12 @@ class Worker:
             is_cancelled=lambda task_id: bool(client.exists(self.keys.cancel(task_id))),
         )
         self._inflight_key = self.keys.inflight(self.id)
-        self._catalog = CatalogPublisher(
-            client, self.keys, self.id, self.registry, settings.types, lease_s=settings.lease_s
-        )
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
-        self._outbox: queue.SimpleQueue[Outcome | object] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._busy = 0
-        self._held: set[str] = set()  # claimed ids whose outcome is not recorded yet
+        self._tally = Tally()
         self._slot_freed = threading.Event()
         self._stopping = threading.Event()
         self._forced = threading.Event()
         self._abandon = threading.Event()  # stop retrying Redis: we are exiting
-        self._stats: dict[str, list[int]] = {}  # type -> [completed, failed, total ms]
         self._rotation = 0
         self._pacer = ClaimPacer(
             client,
@@ -116,12 +105,28 @@ class Worker:
             idle_wait_s=settings.idle_wait_s,
             stopping=self._stopping,
         )
+        self._reporter = Reporter(
+            client,
+            self.keys,
+            settings,
+            Identity(self.id, self.pod, settings.threads),
+            scripts=self._scripts,
+            tally=self._tally,
+            catalog=CatalogPublisher(
+                client, self.keys, self.id, self.registry, settings.types, lease_s=settings.lease_s
+            ),
+            stopping=self._stopping,
+            abandon=self._abandon,
+            on_fatal=self._fatal,
+            metrics=metrics,
+            health=health,
+        )
         self._exit_code = 0
 
     # --- public -------------------------------------------------------------
     @property
     def busy(self) -> int:
-        return self._busy
+        return self._tally.busy
 
     def request_stop(self) -> None:
         """First call: graceful stop.  Second call: stop now."""
@@ -148,7 +153,7 @@ class Worker:
             threading.Thread(target=self._executor, name=f"executor-{i}", daemon=True)
             for i in range(self.settings.threads)
         ]
-        reporter = threading.Thread(target=self._reporter, name="reporter", daemon=True)
+        reporter = threading.Thread(target=self._reporter.run, name="reporter", daemon=True)
         claimer = threading.Thread(target=self._claimer, name="claimer", daemon=True)
         for thread in [*threads, reporter, claimer]:
             thread.start()
@@ -163,7 +168,7 @@ class Worker:
         self._drain()
         claimer.join(self.settings.idle_wait_s + 1.0)
         self._pacer.close()
-        self._outbox.put(_STOP)
+        self._reporter.outbox.put(STOP)
         reporter.join(10.0)
         self._abandon.set()
         moved = self._final_requeue()
@@ -179,7 +184,7 @@ class Worker:
         failures = 0
         while not self._stopping.is_set():
             self._slot_freed.clear()
-            free = self.settings.threads - self._busy
+            free = self.settings.threads - self._tally.busy
             if free <= 0:
                 self._slot_freed.wait(1.0)
                 continue
@@ -220,9 +225,7 @@ class Worker:
             for i in range(self._pacer.header(reply), len(reply), 3)
         ]
         if claimed:
-            with self._lock:
-                self._busy += len(claimed)
-                self._held.update(task.task_id for task in claimed)
+            self._tally.claimed(task.task_id for task in claimed)
             for task in claimed:
                 self._inbox.put(task)
         return len(claimed)
@@ -244,9 +247,7 @@ class Worker:
         but we never received (in our in-flight hash, unknown to us)."""
 
         def orphans() -> int:
-            ids = {_text(i) for i in self.redis.hkeys(self._inflight_key)}
-            with self._lock:
-                lost = sorted(ids - self._held)
+            lost = self._tally.not_held(_text(i) for i in self.redis.hkeys(self._inflight_key))
             if not lost:
                 return 0
             return int(self._requeue("some", lost))
@@ -262,117 +263,17 @@ class Worker:
             if task is None:
                 return
             try:
-                self._outbox.put(self._runner.run(task))
+                self._reporter.outbox.put(self._runner.run(task))
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
-                self._outbox.put(self._runner.internal_error(task, exc))
+                self._reporter.outbox.put(self._runner.internal_error(task, exc))
             finally:
-                with self._lock:
-                    self._busy -= 1
+                self._tally.released()
                 self._slot_freed.set()
-
-    # --- reporter -----------------------------------------------------------------
-    def _reporter(self) -> None:
-        next_beat = time.monotonic() + self.settings.heartbeat_s
-        while True:
-            pending: list[Outcome] = []
-            stop = False
-            try:
-                item = self._outbox.get(timeout=max(0.0, next_beat - time.monotonic()))
-                while True:
-                    if item is _STOP:
-                        stop = True
-                        break
-                    assert isinstance(item, Outcome)
-                    pending.append(item)
-                    if len(pending) >= self.settings.max_flush:
-                        break
-                    item = self._outbox.get_nowait()
-            except queue.Empty:
-                pass
-            if pending:
-                try:
-                    retrying(partial(self._record, pending), give_up_when=self._abandon.is_set)
-                except redis.RedisError as exc:
-                    if not isinstance(exc, TRANSIENT_ERRORS):
-                        self._fatal(exc)
-                    log.error(
-                        "worker %s: %d outcome(s) not recorded: %s", self.id, len(pending), exc
-                    )
-            if stop:
-                return
-            if time.monotonic() >= next_beat and not self._abandon.is_set():
-                next_beat = time.monotonic() + self.settings.heartbeat_s
-                try:
-                    retrying(self._heartbeat, give_up_when=self._stopping.is_set)
-                except redis.RedisError as exc:
-                    if not isinstance(exc, TRANSIENT_ERRORS):
-                        self._fatal(exc)
-
-    def _record(self, outcomes: list[Outcome]) -> None:
-        keys = [self.keys.active, self.keys.idle_since, self._inflight_key, self.keys.limits]
-        done = [o for o in outcomes if o.kind == "ok"]
-        if done:
-            args: list[Any] = [self.keys.prefix, len(done)]
-            for o in done:
-                args += [o.task_id, o.task_type, o.service_ms, o.reply_to, o.reply_ttl]
-                args += [o.reply, o.fanout]
-            self._scripts.complete(keys=keys, args=args, client=self.redis)
-        for o in outcomes:
-            fail_args: list[str | int]
-            if o.kind == "retry":
-                fail_args = [o.backoff_ms, o.retry_envelope, "", 0, "", ""]
-            elif o.kind == "dead":
-                fail_args = [0, o.error, o.reply_to, o.reply_ttl, o.reply, o.fanout]
-                fail_args += [self.settings.dead_letter_cap, o.traceback]
-            else:
-                continue
-            self._scripts.fail(
-                keys=keys,
-                args=[self.keys.prefix, o.task_id, o.task_type, o.service_ms, o.kind, *fail_args],
-                client=self.redis,
-            )
-        with self._lock:
-            for o in outcomes:
-                self._held.discard(o.task_id)
-                counts = self._stats.setdefault(o.task_type, [0, 0, 0])
-                counts[0 if o.kind == "ok" else 1] += 1
-                counts[2] += o.service_ms
 
     # --- registry and shutdown ----------------------------------------------------
     def _heartbeat(self) -> None:
-        with self._lock:
-            stats = {
-                t: {
-                    "completed": c[0],
-                    "failed": c[1],
-                    "avg_ms": round(c[2] / max(1, c[0] + c[1]), 3),
-                }
-                for t, c in self._stats.items()
-            }
-            busy = self._busy
-        if self.metrics is not None:
-            self.metrics.busy.set(busy)
-        record = {
-            "id": self.id,
-            "pod": self.pod,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "types": ",".join(self.settings.types),
-            "threads": self.settings.threads,
-            "busy": busy,
-            "stats": json.dumps(stats, separators=(",", ":")),
-        }
-        args: list[Any] = [self.id, round(self.settings.lease_s * 1000)]
-        for name, value in record.items():
-            args += [name, value]
-        self._scripts.heartbeat(
-            keys=[self.keys.workers, self.keys.worker(self.id)], args=args, client=self.redis
-        )
-        self._catalog.publish()
-        if self.health is not None:  # the lease is renewed: alive, ready unless stopping
-            self.health.beat()
-            self.health.set_ready(not self._stopping.is_set())
+        self._reporter.heartbeat()
 
     def _drain(self) -> None:
         """Wait for running tasks, up to the grace period or a forced stop."""
@@ -381,14 +282,14 @@ class Worker:
             "worker %s: stopping; waiting up to %.0fs for %d task(s)",
             self.id,
             self.settings.grace_s,
-            self._busy,
+            self._tally.busy,
         )
-        while self._busy > 0 and not self._forced.is_set():
+        while self._tally.busy > 0 and not self._forced.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             self._slot_freed.clear()
-            if self._busy > 0:
+            if self._tally.busy > 0:
                 self._slot_freed.wait(min(remaining, 0.5))
 
     def _requeue(self, mode: str, ids: list[str]) -> int:

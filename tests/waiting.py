@@ -8,7 +8,7 @@ from typing import Any
 
 
 def wait_until(
-    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.02
+    predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.02
 ) -> Any:
     """Poll ``predicate`` until truthy (returned), or fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout

@@ -229,9 +229,12 @@ def get_type(ctx: Context, request: Request) -> Any:
 def get_workers(ctx: Context, request: Request) -> Any:
     found = status.collect(ctx.client, ctx.keys)
     now_ms = found["now"] * 1000
-    for w in found["workers"]:
+    workers = sorted(
+        found["workers"], key=lambda w: (w["pod"], w["id"])
+    )  # a pod's processes together
+    for w in workers:
         w["dead_unreaped"] = not w["registered"] or w["lease_expires_ms"] < now_ms
-    return {"now": found["now"], "workers": found["workers"]}
+    return {"now": found["now"], "workers": workers, "pods": status.pods_of(workers)}
 
 
 def get_dead(ctx: Context, request: Request) -> Any:

@@ -152,7 +152,13 @@ def test_fallback_sets_n_while_redis_is_down_and_the_policy_returns_with_redis(
 
         server.start()  # back, empty: every type idle -> the policy says 0
         wait_for(lambda: replicas(api, ns, "email-worker") == 0, what="recovered: 3 -> 0")
-        back = condition(get_scaler(api, ns, "emails"), "RedisReachable")
-        assert back is not None and back["status"] == "True"
+        # the status patch follows the scale write: wait for it, as above
+        wait_for(
+            lambda: (
+                (c := condition(get_scaler(api, ns, "emails"), "RedisReachable")) is not None
+                and c["status"] == "True"
+            ),
+            what="RedisReachable back to True",
+        )
     finally:
         server.stop()

@@ -1,0 +1,70 @@
+"""What a worker holds right now, shared by its claimer, executors and reporter.
+
+One lock guards three things that must agree: how many slots are busy, which
+claimed task ids have no recorded outcome yet (what a lost claim reply is
+reconciled against), and the per-type counts the registry record shows.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TypeStats:
+    completed: int = 0
+    failed: int = 0
+    total_ms: int = 0
+
+    def as_record(self) -> dict[str, float]:
+        runs = max(1, self.completed + self.failed)
+        return {
+            "completed": self.completed,
+            "failed": self.failed,
+            "avg_ms": round(self.total_ms / runs, 3),
+        }
+
+
+@dataclass
+class Tally:
+    """Busy slots, held task ids and per-type stats under one lock."""
+
+    busy: int = 0
+    _held: set[str] = field(default_factory=set)
+    _stats: dict[str, TypeStats] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claimed(self, task_ids: Iterable[str]) -> None:
+        ids = list(task_ids)
+        with self._lock:
+            self.busy += len(ids)
+            self._held.update(ids)
+
+    def released(self) -> None:
+        """One slot is free again (its outcome may not be recorded yet)."""
+        with self._lock:
+            self.busy -= 1
+
+    def recorded(self, outcomes: Iterable[tuple[str, str, bool, int]]) -> None:
+        """Outcomes ``(task_id, task_type, ok, service_ms)`` are in Redis."""
+        with self._lock:
+            for task_id, task_type, ok, service_ms in outcomes:
+                self._held.discard(task_id)
+                stats = self._stats.setdefault(task_type, TypeStats())
+                if ok:
+                    stats.completed += 1
+                else:
+                    stats.failed += 1
+                stats.total_ms += service_ms
+
+    def not_held(self, task_ids: Iterable[str]) -> list[str]:
+        """Of ``task_ids``, those this worker does not know it holds (sorted)."""
+        with self._lock:
+            return sorted(set(task_ids) - self._held)
+
+    def snapshot(self) -> tuple[int, dict[str, dict[str, float]]]:
+        """``(busy, {type: {completed, failed, avg_ms}})`` at one instant."""
+        with self._lock:
+            return self.busy, {t: s.as_record() for t, s in self._stats.items()}

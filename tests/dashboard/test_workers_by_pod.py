@@ -1,0 +1,60 @@
+"""The workers page groups worker processes by pod (``taskscale worker
+--processes P`` registers one worker per process, all with one pod name)
+and gives each pod its total: real Redis, real workers in this process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import pytest
+import redis
+from dashhelpers import KEYS, dashboard, get
+from workerprocs import wait_until
+
+from taskscale.worker import Worker, WorkerSettings
+
+pytestmark = pytest.mark.integration
+
+
+@contextmanager
+def worker(url: str, worker_id: str, pod: str, threads: int) -> Iterator[Worker]:
+    running = Worker(
+        redis.Redis.from_url(url),
+        WorkerSettings(
+            types=("sleep",), threads=threads, worker_id=worker_id, pod=pod, idle_wait_s=0.5
+        ),
+        keys=KEYS,
+    )
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        running.request_stop()
+        thread.join(30)
+        assert not thread.is_alive()
+
+
+def test_the_workers_page_sorts_processes_by_pod_and_sums_each_pod(
+    redis_url: str, r: redis.Redis
+) -> None:
+    with ExitStack() as stack:
+        for worker_id, pod, threads in [
+            ("z-0", "pod-a", 2),
+            ("b-0", "pod-b", 3),
+            ("z-1", "pod-a", 4),
+        ]:
+            stack.enter_context(worker(redis_url, worker_id, pod, threads))
+        wait_until(lambda: r.zcard(KEYS.workers) == 3)
+        d = stack.enter_context(dashboard(redis_url))
+        _, api, _ = get(d.url, "/api/workers")
+        code, page, _ = get(d.url, "/workers")
+    assert [w["id"] for w in api["workers"]] == ["z-0", "z-1", "b-0"]
+    assert api["pods"] == [
+        {"pod": "pod-a", "processes": 2, "busy": 0, "threads": 6},
+        {"pod": "pod-b", "processes": 1, "busy": 0, "threads": 3},
+    ]
+    assert code == 200
+    assert "<tr><td>pod-a</td><td>2</td><td>0/6</td></tr>" in page
