@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 #: Celery states after which a run counts as ``failed`` in the type's stats.
 FAILED_STATES = frozenset({"FAILURE", "RETRY"})
-_SIGNALS = ("task_prerun", "task_postrun", "worker_ready", "worker_shutdown")
+#: Where install() marks an app, so a second install cannot count every run twice.
+_ATTR = "_taskscale_tracking"
 
 
 class CeleryTracking:
@@ -110,6 +111,8 @@ class CeleryTracking:
         for signal, receiver in self._connected:
             signal.disconnect(receiver)
         self._connected.clear()
+        if getattr(self.app, _ATTR, None) is self:
+            delattr(self.app, _ATTR)
         self.on_worker_shutdown()
 
     def _ours(self, task: Any) -> bool:
@@ -132,10 +135,14 @@ def install(
     the type a run counts as (default ``task.name``; None skips the task; a
     name outside taskscale's alphabet is skipped with a warning).
     ``lease_s``: how long a killed worker's runs stay counted at most.
-    Connects no Redis until a worker starts; call it once per app.
+    Connects no Redis until a worker starts.  Once per app: a second call
+    raises RuntimeError (it would count every run twice).
     """
+    if getattr(app, _ATTR, None) is not None:
+        raise RuntimeError("taskscale tracking is already installed on this app (uninstall() it)")
     tracking = CeleryTracking(
         app, TrackingSettings(redis_url=redis_url, namespace=namespace, lease_s=lease_s), task_type
     )
     tracking.connect()
+    setattr(app, _ATTR, tracking)
     return tracking

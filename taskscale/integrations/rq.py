@@ -112,17 +112,26 @@ class _TrackingMixin:
     def execute_job(self, job: Any, queue: Any) -> Any:
         process = self._taskscale_process()
         ttype = self._taskscale_type(process, job, queue)
-        tracker = process.get()
-        run = tracker.start(ttype) if ttype else None
+        tracker, run = None, None
+        if ttype:
+            try:  # Redis errors are logged by start(); this is for a client that cannot be made
+                tracker = process.get()
+                run = tracker.start(ttype)
+            except Exception:
+                log.exception("taskscale tracking: job %s not counted", job.id)
         try:
             return super().execute_job(job, queue)  # type: ignore[misc]
         finally:
-            if run is not None:
+            if tracker is not None and run is not None:
                 tracker.stop(run, failed=_failed(job))
 
     def bootstrap(self, *args: Any, **kwargs: Any) -> Any:
         result = super().bootstrap(*args, **kwargs)  # type: ignore[misc]
-        self._taskscale_process().open()
+        process = self._taskscale_process()  # a bad setting stops the worker here
+        try:
+            process.open()
+        except Exception:  # tracking never stops the worker (the next job tries again)
+            log.exception("taskscale tracking: could not join at start-up")
         return result
 
     def teardown(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,5 +1,5 @@
 """The jobs the integration tests run on a real ``rq worker``, and a worker
-class keyed by queue.  Jobs reach taskscale's Redis through ``TASKSCALE_REDIS_URL``."""
+class keyed by queue.  The jobs wait on keys of ``TEST_JOBS_REDIS_URL``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import redis
 from taskscale.integrations.rq import worker_class
 
 # socket_timeout: longer than the BLPOPs below (redis-py may default to less)
-_redis = redis.Redis.from_url(
-    os.environ.get("TASKSCALE_REDIS_URL", "redis://127.0.0.1:6379/0"), socket_timeout=120
-)
+_redis = redis.Redis.from_url(os.environ["TEST_JOBS_REDIS_URL"], socket_timeout=120)
 
 #: ``rq worker -w rq_jobs.ByQueueWorker``: each job counts as its queue's type.
 ByQueueWorker = worker_class(task_type="queue")

@@ -16,6 +16,8 @@ from celery import Celery
 from waiting import wait_until
 from workers import broker_url, celery_worker
 
+from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.types import TypeObservation
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,6 +40,12 @@ def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
     return int(r.hget(keys.active, task_type) or 0)
 
 
+def observed(r: redis.Redis, keys: Keys, task_type: str) -> TypeObservation:
+    """The type as the controller's observer reads it."""
+    request = ObserveRequest(types=(task_type,), lead_s=0)
+    return Observer(r, keys).observe({"s": request})["s"].types[task_type]
+
+
 def redis_now(r: redis.Redis) -> float:
     seconds, micros = r.time()
     return seconds + micros / 1e6
@@ -58,11 +66,14 @@ def test_running_tasks_are_counted_exactly_and_idle_since_is_stamped(
         time.sleep(1.0)  # and no more than the 4 that run
         assert active(r, keys, "block") == 4
         assert r.hget(keys.idle_since, "block") is None
+        assert observed(r, keys, "block").active == 4  # what the controller reads
         r.rpush("release", *["go"] * 6)
         wait_until(lambda: stat(r, keys, "block", "completed") == 6, timeout=30)
         assert active(r, keys, "block") == 0
         idle = float(r.hget(keys.idle_since, "block") or 0)
         assert redis_now(r) - 30 < idle <= redis_now(r)
+        seen = observed(r, keys, "block")
+        assert (seen.active, seen.idle_since) == (0, idle)
         assert stat(r, keys, "block", "claimed") == 6
         assert stat(r, keys, "block", "active_underflow") == 0
         assert w.stop() == 0

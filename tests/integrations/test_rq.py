@@ -175,3 +175,26 @@ def test_a_stopped_job_and_a_cold_shutdown_count_down(
         w.stop(signal.SIGTERM)  # ... a second SIGTERM kills the horse: cold shutdown
         assert active(r, keys, BLOCK) == 0
         assert r.zcard(keys.tracked_processes) == 0  # it left, nothing to reap
+
+
+def test_the_simple_worker_counts_in_the_workers_own_redis_by_default(
+    r: redis.Redis, broker: redis.Redis, redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
+    w = rq_worker(
+        redis_url=redis_url,
+        keys=keys,
+        log=tmp_path / "w.log",
+        queue="q",
+        worker_class="taskscale.integrations.rq.TrackingSimpleWorker",
+    )
+    del w.env["TASKSCALE_REDIS_URL"]  # the hashes go where the queue is: `--url`
+    with w:
+        w.start(broker)
+        Queue("q", connection=broker).enqueue(BLOCK, "release")
+        wait_until(lambda: active(broker, keys, BLOCK) == 1, timeout=30)
+        assert w.children() == []  # no horse: the job runs in the worker process
+        assert not r.exists(keys.active)
+        r.rpush("release", "go")
+        wait_until(lambda: stat(broker, keys, BLOCK, "completed") == 1, timeout=30)
+        assert active(broker, keys, BLOCK) == 0
+        assert broker.hget(keys.idle_since, BLOCK) is not None

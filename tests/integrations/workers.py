@@ -40,6 +40,7 @@ class WorkerProcess:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)]),
             "TASKSCALE_REDIS_URL": redis_url,
+            "TEST_JOBS_REDIS_URL": redis_url,
             "TASKSCALE_NAMESPACE": keys.namespace,
             "TEST_CELERY_BROKER": broker_url(redis_url),
             "TEST_TRACK_LEASE": str(lease_s),
