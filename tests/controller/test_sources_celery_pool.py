@@ -139,3 +139,11 @@ def test_a_taskscaler_scales_celery_workers_from_zero_and_back_but_not_while_a_t
 def running(r: redis.Redis) -> int:
     value = r.hget(Keys(NAMESPACE).active, source_apps.LONG_TASK)
     return int(value or 0)
+
+
+def test_a_pool_runs_the_given_command_instead_of_taskscale_worker(redis_url: str) -> None:
+    command = (sys.executable, "-m", "celery", "worker")
+    settings = LocalPoolSettings(types=("mail",), redis_url=redis_url, command=command)
+    assert LocalPool(settings).command() == list(command)
+    with pytest.raises(ValueError, match="command must not be empty"):
+        LocalPoolSettings(types=("mail",), redis_url=redis_url, command=())
