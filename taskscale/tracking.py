@@ -148,6 +148,17 @@ class Tracker:
             )
         return SyncResult(*(int(v) for v in reply))
 
+    def open(self) -> None:
+        """Join before any task starts: one heartbeat now (so expired peers are
+        reaped at once) and the heartbeat thread, which keeps reaping them while
+        this process is idle.  A worker that replaces a killed one calls this at
+        start-up; without it the thread starts with the first task."""
+        try:
+            self.heartbeat()
+        except redis.RedisError as exc:
+            log.warning("tracking: first heartbeat failed (%s); the thread retries", exc)
+        self._ensure_heartbeat()
+
     def running(self) -> dict[str, str]:
         """Task id -> type of the tasks this process counts now."""
         with self._lock:

@@ -154,3 +154,20 @@ def test_track_is_a_context_manager_and_a_decorator(r: redis.Redis, keys: Keys) 
     finally:
         set_default_tracker(None)
         tracker.close()
+
+
+def test_open_reaps_at_once_and_keeps_an_idle_process_reaping(r: redis.Redis, keys: Keys) -> None:
+    dead = Tracker(r, keys, lease_s=0.3, heartbeat_s=600)
+    dead.start("render")
+    time.sleep(0.5)  # the lease ran out; nobody has reaped yet
+    assert active(r, keys, "render") == 1
+    idle = Tracker(r, keys, lease_s=0.6, heartbeat_s=0.1)
+    idle.open()  # no task of its own
+    assert active(r, keys, "render") == 0
+    again = Tracker(r, keys, lease_s=0.3, heartbeat_s=600)
+    again.start("render")
+    # the idle process's heartbeat thread reaps this one too, unprompted
+    wait_until(lambda: active(r, keys, "render") == 0, timeout=10)
+    assert r.zscore(keys.tracked_processes, idle.process_id) is not None
+    idle.close()
+    assert r.zscore(keys.tracked_processes, idle.process_id) is None
