@@ -19,6 +19,7 @@ was measured.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import logging
@@ -33,7 +34,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 import redis
 
@@ -72,6 +72,7 @@ from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.scheduler import Scheduler
+from taskscale.signals import STOP_SIGNALS, on_stop_signals
 
 __all__ = [
     "Arrivals",
@@ -112,9 +113,9 @@ def run_demo(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"taskscale demo: {exc}", file=sys.stderr)
         return 2
-    with _sigterm_as_interrupt():
+    with _stop_signals() as stop:
         try:
-            result = run(settings, plan)
+            result = run(settings, plan, stop)
         except KeyboardInterrupt:  # while starting or stopping: everything is stopped
             print("taskscale demo: interrupted", file=sys.stderr)
             return 130
@@ -127,9 +128,10 @@ def run_demo(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
-def run(settings: DemoSettings, plan: LoadPlan) -> RunResult:
+def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = None) -> RunResult:
     """Start everything, drive the table until the duration is over or
-    Ctrl-C, stop everything (in reverse order), and return what was measured."""
+    ``stop`` is set (Ctrl-C), stop everything (in reverse order), and return
+    what was measured."""
     with contextlib.ExitStack() as stack:
         url = settings.redis_url or stack.enter_context(LocalRedis()).url
         log_dir = settings.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -148,7 +150,7 @@ def run(settings: DemoSettings, plan: LoadPlan) -> RunResult:
         t0 = time.monotonic()
         generator.start(t0)
         stack.callback(generator.stop)
-        samples, interrupted = _drive(settings, generator, reporter, pool, t0)
+        samples, interrupted = _drive(settings, generator, reporter, pool, t0, stop)
         final = pool.current_replicas()
         generator.stop()
         reconciler.close()
@@ -241,22 +243,22 @@ def _drive(
     reporter: ConsoleReporter,
     pool: LocalPool,
     t0: float,
+    stop: threading.Event | None,
 ) -> tuple[list[Sample], bool]:
-    """One table row per second until the duration is over; Ctrl-C ends it early."""
+    """One table row per second until the duration is over; ``stop`` ends it early."""
+    stop = stop or threading.Event()
     table = Table()
     samples = [sample(0.0, None, pool.current_replicas())]
     rows = math.ceil(settings.duration_s)
-    try:
-        for second in range(1, rows + 1):
-            time.sleep(max(0.0, t0 + second - time.monotonic()))
-            outcome = reporter.latest()
-            s = sample(time.monotonic() - t0, outcome, pool.current_replicas())
-            samples.append(s)
-            load = generator.arrivals.per_second(second)[second - 1]
-            table.row(s, load, reason_text(outcome))
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping workers, scheduler and Redis...", flush=True)
-        return samples, True
+    for second in range(1, rows + 1):
+        if stop.wait(max(0.0, t0 + second - time.monotonic())):
+            print("\ninterrupted: stopping workers, scheduler and Redis...", flush=True)
+            return samples, True
+        outcome = reporter.latest()
+        s = sample(time.monotonic() - t0, outcome, pool.current_replicas())
+        samples.append(s)
+        load = generator.arrivals.per_second(second)[second - 1]
+        table.row(s, load, reason_text(outcome))
     return samples, False
 
 
@@ -292,18 +294,27 @@ def _banner(settings: DemoSettings, url: str, log_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the demo the way Ctrl-C does (clean shutdown, no strays)."""
+def _stop_signals() -> Iterator[threading.Event]:
+    """Ctrl-C or SIGTERM sets the yielded event: the table stops and everything
+    is stopped in order, with no KeyboardInterrupt raised at a random point
+    (inside a lock, it could hang the shutdown).  A second one interrupts
+    the main thread: no more waiting for workers to drain (none is left
+    running either)."""
+    stop = threading.Event()
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+    def on_signal(_signum: int) -> None:  # on a thread (taskscale.signals)
+        if stop.is_set():
+            _thread.interrupt_main()
+        stop.set()
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+        on_stop_signals(on_signal)
     except ValueError:  # not the main thread: leave signals alone
-        yield
+        yield stop
         return
     try:
-        yield
+        yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
