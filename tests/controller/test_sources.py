@@ -129,6 +129,7 @@ def test_celery_in_flight_is_the_larger_of_active_tasks_and_unacked(
         tracker.close()
 
 
+@pytest.mark.slow
 def test_rq_reads_queue_started_registry_and_scheduled_registry(
     r: redis.Redis, redis_url: str, keys: Keys, tmp_path: Path
 ) -> None:

@@ -76,6 +76,7 @@ def celery_app(redis_url: str) -> Iterator[Any]:
     app.close()
 
 
+@pytest.mark.slow
 def test_a_taskscaler_scales_celery_workers_from_zero_and_back_but_not_while_a_task_runs(
     pool: LocalPool, celery_app: Any, r: redis.Redis, redis_url: str
 ) -> None:

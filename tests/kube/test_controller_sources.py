@@ -60,6 +60,7 @@ def test_api_server_defaults_the_source_to_taskscale_and_keeps_queues_and_tasks(
     assert spec["taskTypes"][0] == {**mail, "idleThresholdSeconds": 300}
 
 
+@pytest.mark.slow
 def test_an_rq_source_scales_a_deployment_up_for_queued_and_soon_due_jobs_and_back_to_zero(
     api: client.ApiClient,
     kube_namespace: str,
