@@ -99,7 +99,6 @@ class Worker:
         self._inflight_key = self.keys.inflight(self.id)
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
         self._tally = Tally()
-        self._slot_freed = threading.Event()  # any pool's (the drain waits on it)
         self._stopping = threading.Event()
         self._forced = threading.Event()
         self._abandon = threading.Event()  # stop retrying Redis: we are exiting
@@ -158,7 +157,6 @@ class Worker:
         self._stopping.set()
         if self.health is not None:
             self.health.set_ready(False)
-        self._slot_freed.set()
         for pool in self._pools.values():
             pool.freed.set()
 
@@ -309,7 +307,6 @@ class Worker:
     def _released(self, kind: str) -> None:
         self._tally.released(kind)
         self._pools[kind].freed.set()
-        self._slot_freed.set()
 
     # --- registry and shutdown ----------------------------------------------------
     def _heartbeat(self) -> None:
@@ -328,9 +325,7 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._slot_freed.clear()
-            if self._tally.busy > 0:
-                self._slot_freed.wait(min(remaining, 0.5))
+            self._forced.wait(min(remaining, 0.05))  # polled: nothing on the hot path
 
     def _requeue(self, mode: str, ids: list[str]) -> int:
         return int(

@@ -124,3 +124,14 @@ def test_the_catalog_marks_async_tasks() -> None:
 
     assert describe_task("async_sleep", examples.async_sleep)["async"] is True
     assert describe_task("sleep", examples.sleep)["async"] is False
+
+
+@pytest.mark.parametrize(
+    ("types", "slots"), [(("async_sleep",), 7), (("sleep", "async_sleep"), 9), (("sleep",), 2)]
+)
+def test_the_registry_record_counts_the_slots_of_each_pool_served(
+    redis_url: str, r: redis.Redis, keys: Keys, types: tuple[str, ...], slots: int
+) -> None:
+    with running_worker(redis_url, types, threads=2, async_slots=7) as worker:
+        threads = wait_until(lambda: r.hget(keys.worker(worker.id), "threads"), timeout=30)
+        assert int(threads) == slots
