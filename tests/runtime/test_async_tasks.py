@@ -15,6 +15,7 @@ from waiting import wait_until
 
 from taskscale import cancel, current_task
 from taskscale.catalog import describe_task
+from taskscale.cli_catalog import render
 from taskscale.fanout import submit_fanout
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions
@@ -122,8 +123,15 @@ def test_async_fan_out_sub_tasks_release_their_slots(
 def test_the_catalog_marks_async_tasks() -> None:
     from taskscale import examples
 
-    assert describe_task("async_sleep", examples.async_sleep)["async"] is True
+    entry = describe_task("async_sleep", examples.async_sleep)
+    assert entry["async"] is True
     assert describe_task("sleep", examples.sleep)["async"] is False
+    text = render(
+        {"types": {"async_sleep": {**entry, "workers": ["w"], "variants": 1}}, "unserved": []}
+    )
+    assert (
+        "async_sleep  async taskscale.examples.async_sleep(seconds: float = 1.0) -> float" in text
+    )
 
 
 @pytest.mark.parametrize(
