@@ -65,6 +65,8 @@ __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_
 
 log = logging.getLogger("taskscale.worker")
 
+CLAIMER_NAMES = {SYNC: "claimer", ASYNC: "async-claimer"}
+
 
 class Worker:
     """One worker process's runtime; :meth:`run` blocks until it has stopped."""
@@ -179,7 +181,7 @@ class Worker:
         ]
         reporter = threading.Thread(target=self._reporter.run, name="reporter", daemon=True)
         claimers = [
-            threading.Thread(target=self._claimer, args=(pool,), name=f"claimer-{kind}")
+            threading.Thread(target=self._claimer, args=(pool,), name=CLAIMER_NAMES[kind])
             for kind, pool in self._pools.items()
         ]
         if ASYNC in self._pools:
