@@ -60,10 +60,11 @@ class AsyncExecutor:
         self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
         self._thread.start()
 
-    def submit(self, task: Claimed) -> None:
-        """Start running ``task`` (from any thread, after :meth:`start`)."""
+    def submit(self, tasks: list[Claimed]) -> None:
+        """Start running ``tasks`` (from any thread, after :meth:`start`): one
+        wake-up of the loop for a whole claim."""
         assert self._loop is not None, "AsyncExecutor.start() first"
-        self._loop.call_soon_threadsafe(self._spawn, task)
+        self._loop.call_soon_threadsafe(self._spawn, tasks)
 
     def cancel_running(self, *, wait_s: float = 5.0) -> int:
         """Cancel every running coroutine and wait (at most ``wait_s``) until
@@ -102,15 +103,15 @@ class AsyncExecutor:
             await asyncio.wait(jobs, timeout=wait_s)
         return len(jobs)
 
-    def _spawn(self, task: Claimed) -> None:
-        if self._closing:  # claimed during the shutdown: left for the final requeue
-            self._released()
-            return
-        job = asyncio.get_running_loop().create_task(
-            self._execute(task), name=f"task-{task.task_id}"
-        )
-        self._running.add(job)
-        job.add_done_callback(self._running.discard)
+    def _spawn(self, tasks: list[Claimed]) -> None:
+        loop = asyncio.get_running_loop()
+        for task in tasks:
+            if self._closing:  # claimed during the shutdown: left for the final requeue
+                self._released()
+                continue
+            job = loop.create_task(self._execute(task))
+            self._running.add(job)
+            job.add_done_callback(self._running.discard)
 
     async def _execute(self, task: Claimed) -> None:
         try:

@@ -32,7 +32,8 @@ class SlotPool:
     types: tuple[str, ...]
     slots: int
     pacer: ClaimPacer
-    dispatch: Callable[[Claimed], None]
+    #: Hands one claim's tasks to the pool's executors.
+    dispatch: Callable[[list[Claimed]], None]
     #: Set whenever a slot of this pool frees up (wakes its claimer).
     freed: threading.Event = field(default_factory=threading.Event)
     _rotation: int = 0

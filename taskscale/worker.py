@@ -111,8 +111,8 @@ class Worker:
             released=lambda: self._released(ASYNC),
         )
         sync_types, async_types = split_types(self.registry, settings.types)
-        pools: list[tuple[str, tuple[str, ...], int, Callable[[Claimed], None]]] = [
-            (SYNC, sync_types, settings.threads, self._inbox.put),
+        pools: list[tuple[str, tuple[str, ...], int, Callable[[list[Claimed]], None]]] = [
+            (SYNC, sync_types, settings.threads, self._to_threads),
             (ASYNC, async_types, settings.async_slots, self._async.submit),
         ]
         self._pools = {
@@ -267,8 +267,7 @@ class Worker:
         ]
         if claimed:
             self._tally.claimed((task.task_id for task in claimed), pool.kind)
-            for task in claimed:
-                pool.dispatch(task)
+            pool.dispatch(claimed)
         return len(claimed)
 
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
@@ -293,6 +292,10 @@ class Worker:
             log.warning("worker %s: returned %d task(s) from a lost claim reply", self.id, moved)
 
     # --- executors ---------------------------------------------------------------
+    def _to_threads(self, tasks: list[Claimed]) -> None:
+        for task in tasks:
+            self._inbox.put(task)
+
     def _executor(self) -> None:
         while True:
             task = self._inbox.get()
