@@ -34,6 +34,11 @@ from taskscale.timeouts import await_with_timeout
 log = logging.getLogger("taskscale.worker")
 
 
+class TaskCancelledItself(Exception):
+    """An async task raised ``CancelledError`` that was not the worker's
+    doing (not a shutdown, not its timeout): failed like any error."""
+
+
 class AsyncExecutor:
     """Runs claimed async tasks on one event-loop thread."""
 
@@ -140,7 +145,8 @@ class AsyncExecutor:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise  # we were cancelled (shutdown), not the task's own doing
-                error: Exception = RuntimeError(f"the task raised CancelledError: {exc}")
+                error = TaskCancelledItself(f"the task raised CancelledError: {exc}")
+                error.__cause__ = exc  # its traceback goes into the dead letter
                 return self._runner.settle(prepared, time.perf_counter() - started, error=error)
             except Exception as exc:  # a task's error is data for the fail script
                 return self._runner.settle(prepared, time.perf_counter() - started, error=exc)

@@ -143,3 +143,23 @@ def test_the_registry_record_counts_the_slots_of_each_pool_served(
     with running_worker(redis_url, types, threads=2, async_slots=7) as worker:
         threads = wait_until(lambda: r.hget(keys.worker(worker.id), "threads"), timeout=30)
         assert int(threads) == slots
+
+
+def test_a_cancelled_error_of_the_task_own_is_a_failure_not_a_shutdown(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    registry = TaskRegistry()
+
+    async def gives_up() -> None:
+        inner = asyncio.get_running_loop().create_future()
+        inner.cancel()
+        await inner  # raises CancelledError, though nobody cancelled this task
+
+    registry.register("gives_up", gives_up, TaskOptions(max_retries=0))
+    Producer(r, keys=keys).enqueue("gives_up")
+    with running_worker(redis_url, ("gives_up",), threads=1, registry=registry):
+        wait_until(lambda: r.llen(keys.dead("gives_up")) == 1, timeout=30)
+    [dead] = [json.loads(d) for d in r.lrange(keys.dead("gives_up"), 0, -1)]
+    assert dead["error"].startswith("TaskCancelledItself: the task raised CancelledError")
+    assert "in gives_up" in dead["traceback"]
+    assert int(r.hget(keys.active, "gives_up") or 0) == 0
