@@ -111,6 +111,7 @@ def describe_task(task_type: str, fn: TaskFunction | None) -> dict[str, Any]:
         "function": f"{module}.{qualname}" if module else qualname,
         "doc": first_paragraph(inspect.getdoc(fn)),
         "version": module_version(module) if module else None,
+        "async": inspect.iscoroutinefunction(fn),
     }
     try:
         signature = inspect.signature(fn)

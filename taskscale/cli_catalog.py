@@ -27,7 +27,7 @@ def render(catalog: dict[str, Any]) -> str:
     for name, entry in catalog["types"].items():
         workers = len(entry["workers"])
         where = f"{workers} worker(s)" if workers else "no live worker"
-        function = entry.get("function") or "?"
+        function = ("async " if entry.get("async") else "") + (entry.get("function") or "?")
         lines.append(f"{name}  {function}{signature_text(entry)}  [{where}]")
         if entry.get("doc"):
             lines.append(f"    {entry['doc']}")

@@ -75,6 +75,8 @@ MAX_SECONDS = MAX_DELAY_S
 MAX_COUNT = 1_000_000_000
 #: The most threads a worker runs tasks on.
 MAX_THREADS = 1024
+#: The most ``async def`` tasks a worker runs at once.
+MAX_ASYNC_SLOTS = 100_000
 
 
 def seconds(text: str) -> float:
@@ -119,6 +121,11 @@ def threads(text: str) -> int:
     return whole(text, least=1, most=MAX_THREADS)
 
 
+def async_slots(text: str) -> int:
+    """argparse type: how many ``async def`` tasks a worker runs at once."""
+    return whole(text, least=1, most=MAX_ASYNC_SLOTS)
+
+
 def port(text: str) -> int:
     """argparse type: a TCP port, 0-65535 (0: any free port)."""
     return whole(text, least=0, most=65535)
@@ -139,6 +146,12 @@ def add_parser(subparsers: Any) -> None:
     _common(p)
     p.add_argument("--types", required=True, help="comma-separated task types to serve")
     p.add_argument("--threads", type=threads, default=4, help="tasks run at once (default 4)")
+    p.add_argument(
+        "--async-slots",
+        type=async_slots,
+        default=100,
+        help="async def tasks run at once on the event loop (default 100)",
+    )
     p.add_argument(
         "--import",
         dest="imports",
@@ -279,6 +292,7 @@ def _worker(args: argparse.Namespace) -> int:
     settings = WorkerSettings(
         types=tuple(t.strip() for t in args.types.split(",") if t.strip()),
         threads=args.threads,
+        async_slots=args.async_slots,
         lease_s=args.lease,
         heartbeat_s=args.heartbeat,
         grace_s=args.grace,

@@ -1,7 +1,9 @@
 """What a running task can know about itself: :func:`current_task`.
 
 The worker sets the context around each call of a task function (in its
-executor thread), so the function can read its own id, type and attempt, and
+executor thread, or in the coroutine's own context for an ``async def``
+task: a context variable, so concurrent coroutines each see their own), so
+the function can read its own id, type and attempt, and
 check :attr:`TaskContext.cancelled` -- true once ``taskscale.cancel(id)`` or
 ``taskscale cancel ID`` asked it to stop. Cancellation of a running task is
 cooperative: nothing interrupts the function; a long task checks the flag
@@ -28,7 +30,8 @@ class TaskContext:
 
     @property
     def cancelled(self) -> bool:
-        """True once cancellation was asked for (one Redis read per call)."""
+        """True once cancellation was asked for (one Redis read per call; in an
+        ``async def`` task that read blocks the event loop briefly)."""
         return self._is_cancelled(self.task_id)
 
 

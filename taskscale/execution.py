@@ -33,6 +33,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -106,6 +107,16 @@ class Outcome:
     traceback: str = ""
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A task ready to be called: what :meth:`TaskRunner.prepare` found."""
+
+    env: envelope.Envelope
+    fn: Callable[..., Any]
+    options: Resolved
+    context: TaskContext
+
+
 _NO_SIGNATURE = object()
 
 
@@ -132,14 +143,35 @@ class TaskRunner:
         self._lock = threading.Lock()
 
     def run(self, task: Claimed) -> Outcome:
+        """Run ``task`` on this thread: :meth:`prepare`, call, :meth:`settle`."""
+        prepared = self.prepare(task)
+        if isinstance(prepared, Outcome):
+            return prepared
+        env, opts = prepared.env, prepared.options
+        with self.fields(prepared):
+            started = time.perf_counter()
+            try:
+                with running(prepared.context):
+                    result = call_with_timeout(prepared.fn, env.args, env.kwargs, opts.timeout_s)
+            except Exception as exc:  # a task's error is data for the fail script
+                return self.settle(prepared, time.perf_counter() - started, error=exc)
+            return self.settle(prepared, time.perf_counter() - started, result=result)
+
+    def prepare(self, task: Claimed) -> Prepared | Outcome:
+        """Everything before the call: decode, find the function, check the
+        arguments bind; an :class:`Outcome` when the task must not be called."""
         try:
             env = envelope.decode(task.raw)
         except envelope.EnvelopeError as exc:
             return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
         with task_fields(env.id, env.type, self.worker_id):
-            return self._run(env, task)
+            return self._prepare(env, task)
 
-    def _run(self, env: envelope.Envelope, task: Claimed) -> Outcome:
+    def fields(self, prepared: Prepared) -> AbstractContextManager[None]:
+        """Within the block, log records carry the task's fields."""
+        return task_fields(prepared.env.id, prepared.env.type, self.worker_id)
+
+    def _prepare(self, env: envelope.Envelope, task: Claimed) -> Prepared | Outcome:
         if self.metrics is not None:
             since = env.due_ms or env.enqueued_ms or task.now_ms
             self.metrics.task_claimed(env.type, (task.now_ms - since) / 1000)
@@ -158,37 +190,43 @@ class TaskRunner:
             error = f"arguments do not match {_qualname(fn)}{mismatch}"
             log.error("task %s %s dead-lettered: %s", env.type, env.id, error)
             return self.failed(env, 0, "TypeError", error, final=True)
-        opts = self.options(env)
-        started = time.perf_counter()
         context = TaskContext(
             env.id, env.type, self.worker_id, env.attempts + 1, self._is_cancelled
         )
-        try:
-            with running(context):
-                result = call_with_timeout(fn, env.args, env.kwargs, opts.timeout_s)
-        except Exception as exc:  # a task's error is data for the fail script
-            elapsed = time.perf_counter() - started
-            if isinstance(exc, RunTimeout) and self.metrics is not None:
+        return Prepared(env, fn, self.options(env), context)
+
+    def settle(
+        self,
+        prepared: Prepared,
+        elapsed: float,
+        *,
+        result: Any = None,
+        error: Exception | None = None,
+    ) -> Outcome:
+        """Everything after the call: the function returned ``result`` or
+        raised ``error`` after ``elapsed`` seconds -> completion, retry or dead letter."""
+        env, opts = prepared.env, prepared.options
+        if error is not None:
+            if isinstance(error, RunTimeout) and self.metrics is not None:
                 self.metrics.timeouts.labels(env.type).inc()
-            tb = traceback.format_exc()[-MAX_TRACEBACK_CHARS:]
+            tb = "".join(traceback.format_exception(error))[-MAX_TRACEBACK_CHARS:]
             log.error(
                 "task %s %s failed (attempt %d of %d): %s: %s\n%s",
                 env.type,
                 env.id,
                 env.attempts + 1,
                 opts.max_retries + 1,
-                type(exc).__name__,
-                exc,
+                type(error).__name__,
+                error,
                 tb.rstrip(),
             )
-            return self.failed(env, elapsed, type(exc).__name__, str(exc), final=False, tb=tb)
-        elapsed = time.perf_counter() - started
+            return self.failed(env, elapsed, type(error).__name__, str(error), final=False, tb=tb)
         try:
             body = json.dumps(result, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
-            error = f"result of {env.type} is not JSON-serialisable: {exc}"
-            log.error("task %s %s: %s", env.type, env.id, error)
-            return self.failed(env, elapsed, "TypeError", error, final=False)
+            message = f"result of {env.type} is not JSON-serialisable: {exc}"
+            log.error("task %s %s: %s", env.type, env.id, message)
+            return self.failed(env, elapsed, "TypeError", message, final=False)
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "completed", elapsed)
         reply = ""

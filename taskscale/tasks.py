@@ -8,10 +8,14 @@ function for is dead-lettered with the reason, never dropped.
 ``@task("fetch", max_retries=5, timeout=30)`` also declares the type's
 default options (:class:`taskscale.options.TaskOptions`); the worker applies
 them to every run whose envelope does not set them.
+
+An ``async def`` function is registered the same way; the worker runs it on
+its event loop (``--async-slots``) instead of a thread (:meth:`TaskRegistry.is_async`).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
@@ -50,6 +54,11 @@ class TaskRegistry:
     def options(self, name: str) -> TaskOptions | None:
         """The default options declared for ``name``, if any."""
         return self._options.get(name)
+
+    def is_async(self, name: str) -> bool:
+        """Whether ``name`` is registered to an ``async def`` function."""
+        fn = self._functions.get(name)
+        return fn is not None and inspect.iscoroutinefunction(fn)
 
     def names(self) -> list[str]:
         return sorted(self._functions)

@@ -22,6 +22,11 @@ What is not
   other threads keep working) and the task is not yet failed. Give such
   calls their own timeouts, or run them in a subprocess.
 
+An ``async def`` task is simpler: its coroutine is cancelled at its
+timeout (``asyncio.timeout``, :func:`await_with_timeout`), which interrupts
+it at its current ``await``; a coroutine that blocks the event loop without
+awaiting is interrupted only when it next awaits.
+
 Either way, a run that took longer than its timeout is failed with
 ``RunTimeout`` even if the function caught the exception and returned
 normally; ``finally`` blocks and context managers in the function run as
@@ -31,6 +36,7 @@ the exception unwinds. A failed run is retried like any failure while
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import heapq
 import itertools
@@ -150,3 +156,24 @@ def call_with_timeout(
     if error is not None:
         raise error
     return result
+
+
+async def await_with_timeout(
+    fn: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    seconds: float | None,
+) -> Any:
+    """``await fn(*args, **kwargs)``, cancelled and failed with
+    :class:`RunTimeout` after ``seconds`` (None or <= 0: no limit).  A
+    ``TimeoutError`` the task raises on its own is left as it is."""
+    if seconds is None or seconds <= 0:
+        return await fn(*args, **kwargs)
+    limit = asyncio.timeout(seconds)
+    try:
+        async with limit:
+            return await fn(*args, **kwargs)
+    except TimeoutError:
+        if limit.expired():
+            raise RunTimeout(f"the task ran longer than its timeout of {seconds:g} s") from None
+        raise

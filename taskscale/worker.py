@@ -12,6 +12,10 @@ Shape of a worker process (docs/architecture.md has the longer story):
   thread to free up, without touching Redis.
 * **executor** threads (N) -- run the function, encode the result, and pass
   the outcome on.
+* with ``async def`` task types, an **event loop** thread
+  (:mod:`taskscale.async_executor`) runs up to ``async_slots`` of them at
+  once, fed by a second claimer over those types only
+  (:mod:`taskscale.slot_pools`): each pool claims for its own free slots.
 * **reporter** thread -- records outcomes: every finished task waiting at
   the moment it wakes is flushed in one ``complete.lua`` call (failures go
   through ``fail.lua``), so ACTIVE_TASKS never lags more than one round trip;
@@ -39,6 +43,7 @@ from collections.abc import Callable
 
 import redis
 
+from taskscale.async_executor import AsyncExecutor
 from taskscale.catalog import CatalogPublisher
 from taskscale.claim_pacing import ClaimPacer
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
@@ -49,6 +54,7 @@ from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
 from taskscale.signals import on_stop_signals
+from taskscale.slot_pools import ASYNC, SYNC, SlotPool, split_types
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
 from taskscale.worker_reporter import STOP, Identity, Reporter
@@ -58,6 +64,8 @@ from taskscale.worker_tally import Tally
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
 
 log = logging.getLogger("taskscale.worker")
+
+CLAIMER_NAMES = {SYNC: "claimer", ASYNC: "async-claimer"}
 
 
 class Worker:
@@ -93,23 +101,30 @@ class Worker:
         self._inflight_key = self.keys.inflight(self.id)
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
         self._tally = Tally()
-        self._slot_freed = threading.Event()
         self._stopping = threading.Event()
         self._forced = threading.Event()
         self._abandon = threading.Event()  # stop retrying Redis: we are exiting
-        self._rotation = 0
-        self._pacer = ClaimPacer(
-            client,
-            self.keys,
-            settings.types,
-            idle_wait_s=settings.idle_wait_s,
-            stopping=self._stopping,
+        self._claim_lock = threading.Lock()  # claims vs a lost reply's reconcile
+        self._async = AsyncExecutor(
+            self._runner,
+            report=lambda outcome: self._reporter.outbox.put(outcome),
+            released=lambda: self._released(ASYNC),
         )
+        sync_types, async_types = split_types(self.registry, settings.types)
+        pools: list[tuple[str, tuple[str, ...], int, Callable[[list[Claimed]], None]]] = [
+            (SYNC, sync_types, settings.threads, self._to_threads),
+            (ASYNC, async_types, settings.async_slots, self._async.submit),
+        ]
+        self._pools = {
+            kind: SlotPool(kind, types, slots, self._pacer_for(types), dispatch)
+            for kind, types, slots, dispatch in pools
+            if types
+        }
         self._reporter = Reporter(
             client,
             self.keys,
             settings,
-            Identity(self.id, self.pod, settings.threads),
+            Identity(self.id, self.pod, sum(p.slots for p in self._pools.values())),
             scripts=self._scripts,
             tally=self._tally,
             catalog=CatalogPublisher(
@@ -123,6 +138,15 @@ class Worker:
         )
         self._exit_code = 0
 
+    def _pacer_for(self, types: tuple[str, ...]) -> ClaimPacer:
+        return ClaimPacer(
+            self.redis,
+            self.keys,
+            types,
+            idle_wait_s=self.settings.idle_wait_s,
+            stopping=self._stopping,
+        )
+
     # --- public -------------------------------------------------------------
     @property
     def busy(self) -> int:
@@ -135,7 +159,8 @@ class Worker:
         self._stopping.set()
         if self.health is not None:
             self.health.set_ready(False)
-        self._slot_freed.set()
+        for pool in self._pools.values():
+            pool.freed.set()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT request a stop (call from the main thread)."""
@@ -149,49 +174,62 @@ class Worker:
     def run(self) -> int:
         """Register, work until asked to stop, shut down gracefully; return 0."""
         self._heartbeat()
+        sync = SYNC in self._pools
         threads = [
             threading.Thread(target=self._executor, name=f"executor-{i}", daemon=True)
-            for i in range(self.settings.threads)
+            for i in range(self.settings.threads if sync else 0)
         ]
         reporter = threading.Thread(target=self._reporter.run, name="reporter", daemon=True)
-        claimer = threading.Thread(target=self._claimer, name="claimer", daemon=True)
-        for thread in [*threads, reporter, claimer]:
+        claimers = [
+            threading.Thread(target=self._claimer, args=(pool,), name=CLAIMER_NAMES[kind])
+            for kind, pool in self._pools.items()
+        ]
+        if ASYNC in self._pools:
+            self._async.start()
+        for thread in [*threads, reporter, *claimers]:
+            thread.daemon = True
             thread.start()
         log.info(
-            "worker %s serving %s on %d threads",
+            "worker %s serving %s on %s",
             self.id,
             ",".join(self.settings.types),
-            self.settings.threads,
+            " + ".join(f"{p.slots} {k} slots" for k, p in self._pools.items()),
         )
         while not self._stopping.wait(1.0):
             pass
         self._drain()
-        claimer.join(self.settings.idle_wait_s + 1.0)
-        self._pacer.close()
+        cancelled = self._async.cancel_running()
+        if cancelled:
+            log.info("worker %s: cancelled %d async task(s) at the grace end", self.id, cancelled)
+        for claimer in claimers:
+            claimer.join(self.settings.idle_wait_s + 1.0)
+        for pool in self._pools.values():
+            pool.pacer.close()
         self._reporter.outbox.put(STOP)
         reporter.join(10.0)
         self._abandon.set()
         moved = self._final_requeue()
         for _ in threads:
             self._inbox.put(None)
+        self._async.stop()
         log.info(
             "worker %s stopped; %d unfinished task(s) returned to their queues", self.id, moved
         )
         return 0
 
     # --- claimer --------------------------------------------------------------
-    def _claimer(self) -> None:
+    def _claimer(self, pool: SlotPool) -> None:
         failures = 0
         while not self._stopping.is_set():
-            self._slot_freed.clear()
-            free = self.settings.threads - self._tally.busy
+            pool.freed.clear()
+            free = pool.slots - self._tally.busy_in(pool.kind)
             if free <= 0:
-                self._slot_freed.wait(1.0)
+                pool.freed.wait(1.0)
                 continue
             try:
-                got = self._claim(free)
+                got = self._claim(pool, free)
                 if got < free and not self._stopping.is_set():
-                    self._pacer.sleep()  # wake lists; not past a held type's next token
+                    pool.pacer.sleep()  # wake lists; not past a held type's next token
                 failures = 0
             except TRANSIENT_ERRORS as exc:
                 failures += 1
@@ -206,13 +244,16 @@ class Worker:
         self._exit_code = 1
         self.request_stop()
 
-    def _claim(self, free: int) -> int:
-        types = self._rotated_types()
-        reply = self._scripts.claim(
-            keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
-            args=[self.keys.prefix, self.id, free, *types],
-            client=self.redis,
-        )
+    def _claim(self, pool: SlotPool, free: int) -> int:
+        with self._claim_lock:  # a reconcile must not see a claim between script and tally
+            reply = self._scripts.claim(
+                keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
+                args=[self.keys.prefix, self.id, free, *pool.rotated_types()],
+                client=self.redis,
+            )
+            return self._received(pool, free, reply)
+
+    def _received(self, pool: SlotPool, free: int, reply: list[bytes]) -> int:
         if reply[0] == b"unregistered":
             if self._stopping.is_set():
                 return 0
@@ -222,18 +263,12 @@ class Worker:
         now_ms = int(reply[1])
         claimed = [
             Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
-            for i in range(self._pacer.header(reply), len(reply), 3)
+            for i in range(pool.pacer.header(reply), len(reply), 3)
         ]
         if claimed:
-            self._tally.claimed(task.task_id for task in claimed)
-            for task in claimed:
-                self._inbox.put(task)
+            self._tally.claimed((task.task_id for task in claimed), pool.kind)
+            pool.dispatch(claimed)
         return len(claimed)
-
-    def _rotated_types(self) -> list[str]:
-        types = list(self.settings.types)
-        self._rotation = (self._rotation + 1) % len(types)
-        return types[self._rotation :] + types[: self._rotation]
 
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
         if self.metrics is not None:
@@ -247,16 +282,20 @@ class Worker:
         but we never received (in our in-flight hash, unknown to us)."""
 
         def orphans() -> int:
-            lost = self._tally.not_held(_text(i) for i in self.redis.hkeys(self._inflight_key))
-            if not lost:
-                return 0
-            return int(self._requeue("some", lost))
+            with self._claim_lock:
+                held = self.redis.hkeys(self._inflight_key)
+                lost = self._tally.not_held(_text(i) for i in held)
+                return int(self._requeue("some", lost)) if lost else 0
 
         moved = retrying(orphans, give_up_when=self._stopping.is_set)
         if moved:
             log.warning("worker %s: returned %d task(s) from a lost claim reply", self.id, moved)
 
     # --- executors ---------------------------------------------------------------
+    def _to_threads(self, tasks: list[Claimed]) -> None:
+        for task in tasks:
+            self._inbox.put(task)
+
     def _executor(self) -> None:
         while True:
             task = self._inbox.get()
@@ -268,8 +307,11 @@ class Worker:
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
                 self._reporter.outbox.put(self._runner.internal_error(task, exc))
             finally:
-                self._tally.released()
-                self._slot_freed.set()
+                self._released(SYNC)
+
+    def _released(self, kind: str) -> None:
+        self._tally.released(kind)
+        self._pools[kind].freed.set()
 
     # --- registry and shutdown ----------------------------------------------------
     def _heartbeat(self) -> None:
@@ -288,9 +330,7 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._slot_freed.clear()
-            if self._tally.busy > 0:
-                self._slot_freed.wait(min(remaining, 0.5))
+            self._forced.wait(min(remaining, 0.05))  # polled: nothing on the hot path
 
     def _requeue(self, mode: str, ids: list[str]) -> int:
         return int(

@@ -17,6 +17,8 @@ class WorkerSettings:
 
     types: tuple[str, ...]
     threads: int = 4
+    #: Coroutines of ``async def`` tasks run at once on the event loop.
+    async_slots: int = 100
     #: The lease: after this long without a heartbeat the reaper takes our tasks back.
     lease_s: float = 10.0
     heartbeat_s: float = 2.0
@@ -44,6 +46,8 @@ class WorkerSettings:
             check_name("task type", task_type)
         if self.threads < 1:
             raise ValueError("--threads must be at least 1")
+        if self.async_slots < 1:
+            raise ValueError("--async-slots must be at least 1")
         if not 0 < self.heartbeat_s < self.lease_s:
             raise ValueError("--heartbeat must be positive and shorter than --lease")
         if self.grace_s < 0 or self.idle_wait_s <= 0:

@@ -1,6 +1,7 @@
 """What a worker holds right now, shared by its claimer, executors and reporter.
 
-One lock guards three things that must agree: how many slots are busy, which
+One lock guards three things that must agree: how many slots are busy (per
+pool: executor threads, ``"sync"``, and event-loop slots, ``"async"``), which
 claimed task ids have no recorded outcome yet (what a lost claim reply is
 reconciled against), and the per-type counts the registry record shows.
 """
@@ -29,23 +30,34 @@ class TypeStats:
 
 @dataclass
 class Tally:
-    """Busy slots, held task ids and per-type stats under one lock."""
+    """Busy slots (per pool), held task ids and per-type stats under one lock."""
 
-    busy: int = 0
+    _busy: dict[str, int] = field(default_factory=dict)
     _held: set[str] = field(default_factory=set)
     _stats: dict[str, TypeStats] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def claimed(self, task_ids: Iterable[str]) -> None:
+    @property
+    def busy(self) -> int:
+        """Busy slots of every pool."""
+        with self._lock:
+            return sum(self._busy.values())
+
+    def busy_in(self, pool: str) -> int:
+        """Busy slots of one pool."""
+        with self._lock:
+            return self._busy.get(pool, 0)
+
+    def claimed(self, task_ids: Iterable[str], pool: str = "sync") -> None:
         ids = list(task_ids)
         with self._lock:
-            self.busy += len(ids)
+            self._busy[pool] = self._busy.get(pool, 0) + len(ids)
             self._held.update(ids)
 
-    def released(self) -> None:
-        """One slot is free again (its outcome may not be recorded yet)."""
+    def released(self, pool: str = "sync") -> None:
+        """One slot of ``pool`` is free again (its outcome may not be recorded yet)."""
         with self._lock:
-            self.busy -= 1
+            self._busy[pool] -= 1
 
     def recorded(self, outcomes: Iterable[tuple[str, str, bool, int]]) -> None:
         """Outcomes ``(task_id, task_type, ok, service_ms)`` are in Redis."""
@@ -67,4 +79,5 @@ class Tally:
     def snapshot(self) -> tuple[int, dict[str, dict[str, float]]]:
         """``(busy, {type: {completed, failed, avg_ms}})`` at one instant."""
         with self._lock:
-            return self.busy, {t: s.as_record() for t, s in self._stats.items()}
+            busy = sum(self._busy.values())
+            return busy, {t: s.as_record() for t, s in self._stats.items()}

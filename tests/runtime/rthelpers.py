@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -61,4 +62,33 @@ def taskscale_process(url: str, *argv: str, **popen: Any) -> subprocess.Popen[by
         env=env,
         cwd=REPO,
         **popen,
+    )
+
+
+def sigterm_twice(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM a worker started with ``stderr=PIPE``, wait until it logged
+    that it is stopping (signals don't queue), SIGTERM again; its exit code."""
+    proc.send_signal(signal.SIGTERM)
+    assert proc.stderr is not None
+    for _ in range(100):
+        if b"stopping" in proc.stderr.readline():
+            break
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(30)
+
+
+def example_worker(url: str, types: str, *extra: str) -> subprocess.Popen[bytes]:
+    """``taskscale worker`` of taskscale.examples' ``types`` (idle wait 0.5 s,
+    stderr piped)."""
+    return taskscale_process(
+        url,
+        "worker",
+        "--import",
+        "taskscale.examples",
+        "--types",
+        types,
+        "--idle-wait",
+        "0.5",
+        *extra,
+        stderr=subprocess.PIPE,
     )

@@ -72,7 +72,13 @@ def test_enqueue_bad_type_name(capsys: pytest.CaptureFixture[str], dead_url: str
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--threads", "0"), ("--lease", "nan"), ("--grace", "-5"), ("--max-lost", "x")],
+    [
+        ("--threads", "0"),
+        ("--async-slots", "0"),
+        ("--lease", "nan"),
+        ("--grace", "-5"),
+        ("--max-lost", "x"),
+    ],
 )
 def test_worker_flags_are_checked(
     capsys: pytest.CaptureFixture[str], dead_url: str, flag: str, value: str

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import redis
-from rthelpers import taskscale_process
+from rthelpers import example_worker, sigterm_twice
 from waiting import wait_until
 
 from taskscale.keys import Keys
@@ -18,20 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def start_worker(url: str, *extra: str) -> subprocess.Popen[bytes]:
-    return taskscale_process(
-        url,
-        "worker",
-        "--import",
-        "taskscale.examples",
-        "--types",
-        "sleep",
-        "--threads",
-        "2",
-        "--idle-wait",
-        "0.5",
-        *extra,
-        stderr=subprocess.PIPE,
-    )
+    return example_worker(url, "sleep", "--threads", "2", *extra)
 
 
 def busy(r: redis.Redis, keys: Keys) -> int:
@@ -82,13 +69,7 @@ def test_second_sigterm_stops_at_once(
     proc = start_worker(redis_url, "--grace", "120")
     try:
         wait_until(lambda: busy(r, keys) == 1, timeout=30)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.stderr is not None
-        for _ in range(100):  # signals don't queue: wait until the first was handled
-            if b"stopping" in proc.stderr.readline():
-                break
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0  # long before the 120 s grace
+        assert sigterm_twice(proc) == 0  # long before the 120 s grace
     finally:
         proc.kill()
         proc.communicate()
