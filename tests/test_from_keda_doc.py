@@ -158,25 +158,18 @@ def test_the_list_source_variant_differs_only_by_the_source_fields() -> None:
     assert entry["tasks"] == [entry["name"]]
 
 
-def test_the_list_source_variant_is_declared_by_the_crd_but_for_fields_yet_to_land() -> None:
+def test_the_list_source_variant_is_declared_by_the_crd_and_parsed_as_a_list_source() -> None:
     variant = one(blocks()["taskscaler-list-source"], "TaskScaler")
-    schema = spec_schema()
-    landed = "source" in schema["properties"]
-    checked = variant if landed else without_source_fields(variant)
-    assert undeclared(checked["spec"], schema, "spec") == []
-    config = config_from_object(checked)
+    assert undeclared(variant["spec"], spec_schema(), "spec") == []
+    config = config_from_object(variant)
     assert [t.name for t in config.policy.types] == ["emails"]
-    if landed:  # the parser reads the KEDA list as a list source of the type
-        (source,) = getattr(config, "sources")  # noqa: B009 (on main: no such field)
-        assert (source.task_type, source.kind, source.queues, source.tasks) == (
-            "emails",
-            "list",
-            ("emails",),
-            ("emails",),
-        )
-    else:  # what is skipped is exactly the three fields, nothing else
-        skipped = undeclared(variant["spec"], schema, "spec")
-        assert skipped == ["spec.source", "spec.taskTypes[0].queues", "spec.taskTypes[0].tasks"]
+    (source,) = config.sources  # the parser reads the KEDA list as a list source of the type
+    assert (source.task_type, source.kind, source.queues, source.tasks) == (
+        "emails",
+        "list",
+        ("emails",),
+        ("emails",),
+    )
 
 
 def test_every_test_the_page_names_exists() -> None:
