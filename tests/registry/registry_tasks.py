@@ -18,7 +18,8 @@ _client: redis.Redis | None = None
 def client() -> redis.Redis:
     global _client
     if _client is None:
-        _client = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"])
+        # redis-py 8 gives a client a 5 s socket timeout: shorter than the gate may wait
+        _client = redis.Redis.from_url(os.environ["TASKSCALE_REDIS_URL"], socket_timeout=90)
     return _client
 
 
