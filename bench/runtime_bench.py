@@ -12,6 +12,16 @@ are in ``bench/peers`` and run in their own virtualenv
     .venv/bin/python -m bench.runtime_bench --table bench/results/runtime.json
     .venv/bin/python -m bench.runtime_bench --replot bench/results/runtime.json [PNG]
 
+Issue 11 (task bodies): ``--body empty,incr,sleep`` drains with each body in
+turn, interleaved within every run, at equal concurrency (``--threads`` is
+every system's per-process concurrency: threads, async jobs or slots), and
+adds the taskscale variants ``taskscale-async`` and ``taskscale-procs``
+(``bench.peers.VARIANTS``) when asked for in ``--peers``; tables and plot
+come from ``bench.bodies_report``:
+
+    .venv/bin/python -m bench.runtime_bench --body empty,incr,sleep --workers 2 \
+        --threads 16 --ops drain --peers taskscale,taskscale-async,taskscale-procs,...
+
 How each figure is taken (the same way for every system):
 
 * enqueue: a child process enqueues N no-ops through the system's public
@@ -57,8 +67,17 @@ from typing import Any
 
 import redis
 
-from bench.peers import PEERS
-from bench.peers.probe import LATE_KEY, PROBE_KEY_PREFIX, PROBES_KEY, URL_ENV
+from bench.peers import PEERS, VARIANTS
+from bench.peers.probe import (
+    BODIES,
+    BODY_ENV,
+    INCR_KEY,
+    LATE_KEY,
+    PROBE_KEY_PREFIX,
+    PROBES_KEY,
+    SLOTS_ENV,
+    URL_ENV,
+)
 from taskscale.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +114,8 @@ class BenchSettings:
     peer_venv: Path = DEFAULT_PEER_VENV
     out: Path = ROOT / "bench" / "results" / "runtime.json"
     plot: Path = ROOT / "docs" / "img" / "runtime.png"
+    #: Task bodies to drain with (issue 11); empty = issue 2's no-op runs.
+    bodies: tuple[str, ...] = ()
 
 
 @dataclass
@@ -112,6 +133,7 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     loadavg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    body: str = "empty"
 
 
 class PeerFailed(RuntimeError):
@@ -129,6 +151,7 @@ class Harness:
     url: str
     client: redis.Redis
     logdir: Path
+    body: str = "empty"
 
     @property
     def python(self) -> str:
@@ -143,6 +166,9 @@ class Harness:
         env[URL_ENV] = self.url
         env["PYTHONPATH"] = str(ROOT)
         env["PYTHONUNBUFFERED"] = "1"
+        env[BODY_ENV] = self.body
+        if self.settings.bodies:  # issue 11: every system at the same concurrency
+            env[SLOTS_ENV] = str(self.settings.threads)
         env.pop("VIRTUAL_ENV", None)
         return env
 
@@ -322,7 +348,8 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
         done = time.time()
     seconds = totals.last - totals.first
     stats = redis_commandstats(h.client)
-    drain = Sample(peer, "drain", run, True, workers=workers, n=totals.count)
+    drain = Sample(peer, "drain", run, True, workers=workers, n=totals.count, body=h.body)
+    enqueue_sample.body = h.body
     drain.rate, drain.seconds = totals.count / seconds, seconds
     drain.loadavg = os.getloadavg()
     drain.extra = {
@@ -334,6 +361,8 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
         "redis_usec_per_task": sum(s["usec"] for s in stats.values()) / totals.count,
         "redis_calls_per_task": sum(s["calls"] for s in stats.values()) / totals.count,
         "commandstats": stats,
+        # proof the body ran: one INCR per finished task (incr body)
+        "incr_count": int(h.client.get(INCR_KEY) or 0),
     }
     return [enqueue_sample, drain]
 
@@ -498,16 +527,18 @@ def run_all(h: Harness) -> list[Sample]:
     s = h.settings
     samples: list[Sample] = []
     for run in range(1, s.runs + 1):
-        for peer in s.peers:
+        for body, peer in [(b, p) for b in s.bodies or ("empty",) for p in s.peers]:
+            h.body = body
             if "drain" in s.ops:
                 for w in s.workers:
                     got = guarded(peer, f"drain{w}", run, measure_drain, h, peer, w, run)
                     for sample in got:
+                        sample.body = body
                         if not sample.ok:
                             sample.workers = w
                     samples += got
                     report_progress(got)
-            if "lateness" in s.ops:
+            if "lateness" in s.ops and body == (s.bodies or ("empty",))[0]:
                 got = guarded(peer, "lateness", run, measure_lateness, h, peer, run)
                 samples += got
                 report_progress(got)
@@ -519,12 +550,13 @@ def report_progress(samples: Sequence[Sample]) -> None:
         if not x.ok:
             continue
         what = f"{x.op}{x.workers if x.op == 'drain' else ''}"
+        what += f" {x.body}" if x.body != "empty" or x.op == "drain" else ""
         if x.op == "lateness":
             figure = f"p50 {x.extra['p50_ms']:.1f} ms  p99 {x.extra['p99_ms']:.1f} ms"
         else:
             figure = f"{x.rate:,.0f} tasks/s"
         load = "/".join(f"{v:.1f}" for v in x.loadavg)
-        print(f"  run {x.run} {x.peer:9} {what:9} {figure}   (load {load})", flush=True)
+        print(f"  run {x.run} {x.peer:15} {what:14} {figure}   (load {load})", flush=True)
 
 
 # --- summary ---------------------------------------------------------------------
@@ -753,7 +785,15 @@ def print_profiles(directory: Path) -> None:
 
 
 def describe_peers(h: Harness) -> dict[str, Any]:
-    return {peer: h.child(peer, "version", timeout=120) for peer in h.settings.peers}
+    """Each system's version and APIs; a variant the installed code can't
+    run is dropped from the peers, with a note saying why."""
+    described = {}
+    for peer in h.settings.peers:
+        answer = h.child(peer, "version", "--bindir", h.bindir, timeout=120)
+        if answer.get("skip"):
+            print(f"  note: {peer} skipped: {answer['skip']}", file=sys.stderr)
+        described[peer] = answer
+    return described
 
 
 def machine() -> dict[str, Any]:
@@ -774,7 +814,16 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--threads", type=int, default=8, help="threads per worker process")
     p.add_argument("--workers", default="1,2", help="worker process counts to drain with")
-    p.add_argument("--peers", default=",".join(PEERS))
+    p.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help=f"systems, in order (variants: {', '.join(VARIANTS)})",
+    )
+    p.add_argument(
+        "--body",
+        default="",
+        help="issue 11: task bodies to drain with, interleaved (empty,incr,sleep)",
+    )
     p.add_argument("--ops", default="drain,lateness")
     p.add_argument("--late-rate", type=float, default=1000.0)
     p.add_argument("--late-seconds", type=float)
@@ -785,8 +834,11 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--out", type=Path)
     p.add_argument("--plot", type=Path)
     a = p.parse_args(argv)
+    bad = [b for b in a.body.split(",") if b and b not in BODIES]
+    if bad:
+        p.error(f"--body {','.join(bad)}: choose from {', '.join(BODIES)}")
     base = BenchSettings()
-    suffix = "-quick" if a.quick else ""
+    suffix = ("-bodies" if a.body else "") + ("-quick" if a.quick else "")
     return replace(
         base,
         n=a.n or (10_000 if a.quick else base.n),
@@ -801,6 +853,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         profile_gil=a.profile_gil,
         late_seconds=a.late_seconds or (5.0 if a.quick else base.late_seconds),
         peer_venv=a.peer_venv,
+        bodies=tuple(x for x in a.body.split(",") if x),
         out=a.out or ROOT / "bench" / "results" / f"runtime{suffix}.json",
         plot=a.plot or ROOT / "docs" / "img" / f"runtime{suffix}.png",
     )
@@ -811,6 +864,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = sys.argv[1:]
     if argv and argv[0] in ("--table", "--replot"):
         result = json.loads(Path(argv[1]).read_text())
+        if result["meta"]["settings"].get("bodies", "()") != "()":
+            from bench import bodies_report
+
+            return bodies_report.offline(argv[0], result, argv[2:])
         if argv[0] == "--table":
             print(markdown_table(result))
         else:
@@ -833,10 +890,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         meta["redis"] = client.info("server")["redis_version"]
         meta["peers"] = describe_peers(h)
+        skipped = {p for p, d in meta["peers"].items() if d.get("skip")}
+        settings = replace(settings, peers=tuple(p for p in settings.peers if p not in skipped))
+        h.settings = settings
         samples = run_all(h)
         client.close()
     meta["loadavg_at_end"] = os.getloadavg()
     meta["duration_s"] = time.time() - started
+    if settings.bodies:
+        from bench import bodies_report
+
+        return bodies_report.finish(meta, samples, settings, logs)
     summary = summarize(samples, settings.peers)
     result = {"meta": meta, "summary": summary, "samples": [asdict(x) for x in samples]}
     settings.out.parent.mkdir(parents=True, exist_ok=True)

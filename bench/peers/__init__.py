@@ -26,6 +26,13 @@ from __future__ import annotations
 PEERS: tuple[str, ...] = ("taskscale", "rq", "arq", "dramatiq", "celery", "saq")
 """Benchmark order; taskscale first, the Python peers after it."""
 
+VARIANTS: dict[str, str] = {"taskscale-async": "taskscale", "taskscale-procs": "taskscale"}
+"""Further ways of running a system: variant name -> its module (issue 11).
+The child learns which one it runs from ``VARIANT_ENV``; a module may say a
+variant can't run here (``unsupported(bindir) -> str``)."""
+
+VARIANT_ENV = "BENCH_VARIANT"
+
 QUEUE_NAME = "bench"
 """The queue (or task type) every system's benchmark tasks go to."""
 

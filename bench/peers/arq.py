@@ -26,7 +26,7 @@ from arq.connections import ArqRedis, RedisSettings
 from bench.peers import ENQUEUE_CHUNK, QUEUE_NAME, probe
 
 ENQUEUE_API = "ArqRedis.enqueue_job, 50 concurrent calls via asyncio.gather (no batch API)"
-WORKER_CLI = "arq bench.peers.arq.WorkerSettings (max_jobs=10 default; one process per worker)"
+WORKER_CLI = "arq bench.peers.arq.WorkerSettings (max_jobs BENCH_SLOTS, else 10; a process each)"
 DELAY_API = "enqueue_job(_defer_until=...) (worker polls every 0.5 s)"
 
 CONCURRENCY = 50
@@ -38,6 +38,7 @@ def _dumps(value: Any) -> bytes:
 
 
 async def noop(ctx: dict[str, Any]) -> None:
+    await probe.abody()
     probe.hit()
 
 
@@ -60,6 +61,7 @@ class WorkerSettings:
     job_serializer = staticmethod(_dumps)
     job_deserializer = staticmethod(json.loads)
     on_startup = _quiet
+    max_jobs = probe.slots(10)  # BENCH_SLOTS (issue 11: equal concurrency), else arq's 10
 
 
 def version() -> str:

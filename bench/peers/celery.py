@@ -42,6 +42,7 @@ app.conf.update(
 
 @app.task(name="noop")
 def noop() -> None:
+    probe.body()
     probe.hit()
 
 

@@ -29,6 +29,7 @@ dramatiq.set_broker(broker)
 
 @dramatiq.actor(queue_name=QUEUE_NAME, max_retries=0)
 def noop() -> None:
+    probe.body()
     probe.hit()
 
 

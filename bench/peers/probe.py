@@ -13,15 +13,26 @@ Keys (bench-only, outside every system's namespace):
 * ``bench:probes`` -- SET of probe ids (one per worker process);
 * ``bench:probe:<id>`` -- HASH ``count``, ``first`` (unix s of the first
   task), ``last`` (unix s of the latest task);
-* ``bench:late`` -- LIST of JSON arrays of lateness values in seconds.
+* ``bench:late`` -- LIST of JSON arrays of lateness values in seconds;
+* ``bench:incr`` -- the counter the ``incr`` body increments.
+
+Issue 11 measures three task bodies, chosen by ``BENCH_BODY`` in the worker's
+environment (the same for every system): ``empty`` (only the probe),
+``incr`` (one Redis INCR through a client of the running thread -- a
+``threading.local`` client for thread workers, one asyncio client per event
+loop for async ones, as a real task would hold its connection) and ``sleep``
+(``time.sleep(0.001)`` / ``await asyncio.sleep(0.001)``). Thread peers call
+:func:`body`, async peers ``await`` :func:`abody`, before :func:`hit`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import time
+from typing import Any
 
 import redis
 
@@ -29,7 +40,56 @@ URL_ENV = "BENCH_REDIS_URL"
 PROBES_KEY = "bench:probes"
 PROBE_KEY_PREFIX = "bench:probe:"
 LATE_KEY = "bench:late"
+INCR_KEY = "bench:incr"
 FLUSH_INTERVAL = 0.05
+BODY_ENV = "BENCH_BODY"
+#: Concurrency per worker process (threads, or jobs / slots for async peers).
+SLOTS_ENV = "BENCH_SLOTS"
+BODIES = ("empty", "incr", "sleep")
+SLEEP_S = 0.001
+
+BODY = os.environ.get(BODY_ENV, "empty")
+if BODY not in BODIES:
+    raise SystemExit(f"{BODY_ENV}={BODY!r}: choose from {', '.join(BODIES)}")
+
+
+def slots(default: int = 8) -> int:
+    """The per-process concurrency the harness asked for."""
+    return int(os.environ.get(SLOTS_ENV, default))
+
+
+_local = threading.local()
+_aclients: dict[int, Any] = {}
+
+
+def _url() -> str:
+    return os.environ.get(URL_ENV, "redis://127.0.0.1:6379/0")
+
+
+def body() -> None:
+    """The task body of a thread worker (``BENCH_BODY``)."""
+    if BODY == "incr":
+        client = getattr(_local, "client", None)
+        if client is None:
+            client = _local.client = redis.Redis.from_url(_url())
+        client.incr(INCR_KEY)
+    elif BODY == "sleep":
+        time.sleep(SLEEP_S)
+
+
+async def abody() -> None:
+    """The task body of an async worker (``BENCH_BODY``)."""
+    if BODY == "incr":
+        loop = id(asyncio.get_running_loop())
+        client = _aclients.get(loop)
+        if client is None:
+            import redis.asyncio
+
+            client = _aclients[loop] = redis.asyncio.Redis.from_url(_url())
+        await client.incr(INCR_KEY)
+    elif BODY == "sleep":
+        await asyncio.sleep(SLEEP_S)
+
 
 _counts: dict[int, int] = {}
 _stamps = {"first": 0.0, "last": 0.0}
@@ -39,8 +99,11 @@ _flusher = {"running": False}
 
 
 def _forget_flusher() -> None:
-    # A forked worker child inherits the flag but not the thread.
+    # A forked worker child inherits the flag but not the thread, and must
+    # not share its parent's body connections.
     _flusher["running"] = False
+    _aclients.clear()
+    _local.__dict__.clear()
 
 
 os.register_at_fork(after_in_child=_forget_flusher)
@@ -70,7 +133,7 @@ def _start_flusher() -> None:
         if _flusher["running"]:
             return
         _flusher["running"] = True
-    url = os.environ.get(URL_ENV, "redis://127.0.0.1:6379/0")
+    url = _url()
     threading.Thread(target=_flush_forever, args=(url,), name="bench-probe", daemon=True).start()
 
 

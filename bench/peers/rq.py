@@ -26,6 +26,7 @@ DELAY_API = "Queue.enqueue_at + rq worker --with-scheduler (polls every 1 s)"
 
 
 def noop() -> None:
+    probe.body()
     probe.hit()
 
 

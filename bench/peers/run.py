@@ -25,13 +25,14 @@ import time
 from types import ModuleType
 from typing import Any
 
-from bench.peers import PEERS, probe
+from bench.peers import PEERS, VARIANT_ENV, VARIANTS, probe
 
 
 def load(peer: str) -> ModuleType:
-    if peer not in PEERS:
+    if peer not in PEERS and peer not in VARIANTS:
         raise SystemExit(f"unknown peer {peer!r}; choose from {', '.join(PEERS)}")
-    return importlib.import_module(f"bench.peers.{peer}")
+    os.environ[VARIANT_ENV] = peer  # read when the module is imported
+    return importlib.import_module(f"bench.peers.{VARIANTS.get(peer, peer)}")
 
 
 def describe(module: ModuleType) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def run_schedule(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers.run")
-    parser.add_argument("peer", choices=PEERS)
+    parser.add_argument("peer", choices=(*PEERS, *VARIANTS))
     parser.add_argument("op", choices=("version", "enqueue", "schedule", "commands"))
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=1000.0)
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     module = load(args.peer)
     if args.op == "version":
         result = describe(module)
+        check = getattr(module, "unsupported", None)
+        result["skip"] = check(args.bindir) if check is not None else ""
     elif args.op == "commands":
         commands = module.worker_commands(
             url=url,

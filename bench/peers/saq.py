@@ -23,13 +23,14 @@ from saq import Queue
 from bench.peers import ENQUEUE_CHUNK, QUEUE_NAME, probe
 
 ENQUEUE_API = "Queue.enqueue, 50 concurrent calls via asyncio.gather (no batch API)"
-WORKER_CLI = "saq bench.peers.saq.settings --workers W (concurrency 10 default)"
+WORKER_CLI = "saq bench.peers.saq.settings --workers W (concurrency BENCH_SLOTS, else 10)"
 DELAY_API = "Queue.enqueue(scheduled=epoch s) (worker's schedule timer: every 1 s)"
 
 CONCURRENCY = 50
 
 
 async def noop(ctx: dict[str, Any]) -> None:
+    await probe.abody()
     probe.hit()
 
 
@@ -39,7 +40,11 @@ async def late(ctx: dict[str, Any], *, due: float) -> None:
 
 def settings() -> dict[str, Any]:
     url = os.environ.get(probe.URL_ENV, "redis://127.0.0.1:6379/0")
-    return {"queue": Queue.from_url(url, name=QUEUE_NAME), "functions": [noop, late]}
+    return {
+        "queue": Queue.from_url(url, name=QUEUE_NAME),
+        "functions": [noop, late],
+        "concurrency": probe.slots(10),  # BENCH_SLOTS (issue 11), else saq's default 10
+    }
 
 
 def version() -> str:
