@@ -17,7 +17,10 @@ turn, interleaved within every run, at equal concurrency (``--threads`` is
 every system's per-process concurrency: threads, async jobs or slots), and
 adds the taskscale variants ``taskscale-async`` and ``taskscale-procs``
 (``bench.peers.VARIANTS``) when asked for in ``--peers``; tables and plot
-come from ``bench.bodies_report``:
+come from ``bench.bodies_report``. The drains are what is measured there, so
+the queue is loaded by ``--enqueue-procs`` children at once, and after a
+system's first run it is loaded with only what its drain window can take
+(twice its best rate so far x the window, at most N).
 
     .venv/bin/python -m bench.runtime_bench --body empty,incr,sleep --workers 2 \
         --threads 16 --ops drain --peers taskscale,taskscale-async,taskscale-procs,...
@@ -60,6 +63,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -116,6 +120,8 @@ class BenchSettings:
     plot: Path = ROOT / "docs" / "img" / "runtime.png"
     #: Task bodies to drain with (issue 11); empty = issue 2's no-op runs.
     bodies: tuple[str, ...] = ()
+    #: Children that enqueue at once before a drain (1: issue 2's enqueue figure).
+    enqueue_procs: int = 1
 
 
 @dataclass
@@ -152,6 +158,15 @@ class Harness:
     client: redis.Redis
     logdir: Path
     body: str = "empty"
+    #: Best drain rate seen per (system, body): later runs enqueue only what
+    #: the drain window can take (twice that), not N tasks never run.
+    seen: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def n_for(self, peer: str) -> int:
+        rate = self.seen.get((peer, self.body))
+        if rate is None:
+            return self.settings.n
+        return min(self.settings.n, max(2000, int(2 * rate * self.settings.drain_window)))
 
     @property
     def python(self) -> str:
@@ -275,13 +290,18 @@ def wait_for_count(
     timeout: float,
     procs: Sequence[subprocess.Popen[bytes]],
     window: float | None = None,
+    on_first: Any = None,
 ) -> ProbeTotals:
     """Poll the probes until ``target`` tasks are done, or until ``window``
     seconds after the first task started; PeerFailed on timeout or when a
-    worker process exits early."""
+    worker process exits early. ``on_first(totals)`` is called at the first
+    poll that sees a finished task."""
     deadline = time.monotonic() + timeout
     totals = read_probes(client)
     while totals.count < target:
+        if on_first is not None and totals.count:
+            on_first(totals)
+            on_first = None
         if window is not None and totals.first and time.time() - totals.first > window:
             break
         if time.monotonic() > deadline:
@@ -293,6 +313,35 @@ def wait_for_count(
         totals = read_probes(client)
     time.sleep(0.15)  # let every probe flush its last stamp
     return read_probes(client)
+
+
+def groups_cpu(procs: Sequence[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds (user + system) of every live process in the groups of ``procs``."""
+    groups = {proc.pid for proc in procs}
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) in groups:  # pgrp
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu(client: redis.Redis) -> float:
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def cpu_per_task(
+    marks: Sequence[tuple[ProbeTotals, float, float]], totals: ProbeTotals, end: float, at: int
+) -> float | None:
+    """Microseconds of CPU per task between the first mark and the end."""
+    if not marks or totals.count <= marks[0][0].count:
+        return None
+    spent = end - marks[0][at]
+    return spent / (totals.count - marks[0][0].count) * 1e6
 
 
 def read_lateness(client: redis.Redis) -> list[float]:
@@ -321,18 +370,34 @@ def percentile(values: Sequence[float], q: float) -> float:
 # --- operations ------------------------------------------------------------------
 
 
+def enqueue_parallel(h: Harness, peer: str, n: int, procs: int) -> dict[str, Any]:
+    """Enqueue ``n`` tasks from ``procs`` children at once (issue 11 measures
+    drains only; loading the queue faster leaves more time for them)."""
+    if procs <= 1:
+        return h.child(peer, "enqueue", "--n", str(n), timeout=60 + n / 1000)
+    shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
+    with ThreadPoolExecutor(procs) as pool:
+        answers = list(
+            pool.map(
+                lambda k: h.child(peer, "enqueue", "--n", str(k), timeout=60 + n / 1000), shares
+            )
+        )
+    seconds = max(a["seconds"] for a in answers)
+    return {"n": n, "seconds": seconds, "rate": n / seconds}
+
+
 def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]:
     """Enqueue N (one enqueue sample), then drain them with W workers."""
-    n = h.settings.n
+    n = h.n_for(peer) if h.settings.bodies else h.settings.n
     h.client.flushall()
-    enq = h.child(peer, "enqueue", "--n", str(n), timeout=60 + n / 1000)
+    enq = enqueue_parallel(h, peer, n, h.settings.enqueue_procs)
     enqueue_sample = Sample(
         peer, "enqueue", run, True, n=n, rate=enq["rate"], seconds=enq["seconds"]
     )
     enqueue_sample.loadavg = os.getloadavg()
     h.client.config_resetstat()
     commands = worker_commands(h, peer, workers=workers, delayed=False)
-    label = f"drain{workers}-r{run}"
+    label = f"drain{workers}-{h.body}-r{run}"
     if h.settings.profile_dir is not None:
         h.settings.profile_dir.mkdir(parents=True, exist_ok=True)
         mode = "gil" if h.settings.profile_gil else "all"
@@ -344,7 +409,19 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
     with h.workers(peer, commands, label) as procs, profilers(h, procs):
         window = h.settings.drain_window
         timeout = 60 + window
-        totals = wait_for_count(h.client, n, timeout=timeout, procs=procs, window=window)
+        # CPU the workers (and Redis) spend per task once they run: taken
+        # from the first poll that sees a finished task to the end, so
+        # start-up (imports) is left out; unlike a rate, not diluted by the
+        # other work sharing the machine.
+        marks: list[tuple[ProbeTotals, float, float]] = []
+
+        def first(seen: ProbeTotals) -> None:
+            marks.append((seen, groups_cpu(procs), redis_cpu(h.client)))
+
+        totals = wait_for_count(
+            h.client, n, timeout=timeout, procs=procs, window=window, on_first=first
+        )
+        cpu_end, redis_end = groups_cpu(procs), redis_cpu(h.client)
         done = time.time()
     seconds = totals.last - totals.first
     stats = redis_commandstats(h.client)
@@ -356,11 +433,14 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
         # a system that did not finish within the window is measured over
         # the tasks it did finish (steady state), and says so
         "finished_all": totals.count >= n,
+        "enqueued": n,
         "startup_s": totals.first - spawned,
         "spawn_to_done_s": done - spawned,
         "redis_usec_per_task": sum(s["usec"] for s in stats.values()) / totals.count,
         "redis_calls_per_task": sum(s["calls"] for s in stats.values()) / totals.count,
         "commandstats": stats,
+        "worker_cpu_us_per_task": cpu_per_task(marks, totals, cpu_end, 1),
+        "redis_cpu_us_per_task": cpu_per_task(marks, totals, redis_end, 2),
         # proof the body ran: one INCR per finished task (incr body)
         "incr_count": int(h.client.get(INCR_KEY) or 0),
     }
@@ -534,6 +614,9 @@ def run_all(h: Harness) -> list[Sample]:
                     got = guarded(peer, f"drain{w}", run, measure_drain, h, peer, w, run)
                     for sample in got:
                         sample.body = body
+                        if sample.ok and sample.op == "drain":
+                            key = (peer, body)
+                            h.seen[key] = max(h.seen.get(key, 0.0), sample.rate)
                         if not sample.ok:
                             sample.workers = w
                     samples += got
@@ -827,6 +910,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--ops", default="drain,lateness")
     p.add_argument("--late-rate", type=float, default=1000.0)
     p.add_argument("--late-seconds", type=float)
+    p.add_argument("--enqueue-procs", type=int, default=1, help="children enqueuing at once")
     p.add_argument("--drain-window", type=float, default=30.0, help="longest drain, seconds")
     p.add_argument("--profile", type=Path, help="py-spy the drain workers; stacks go here")
     p.add_argument("--profile-gil", action="store_true", help="only samples holding the GIL")
@@ -854,6 +938,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         late_seconds=a.late_seconds or (5.0 if a.quick else base.late_seconds),
         peer_venv=a.peer_venv,
         bodies=tuple(x for x in a.body.split(",") if x),
+        enqueue_procs=a.enqueue_procs,
         out=a.out or ROOT / "bench" / "results" / f"runtime{suffix}.json",
         plot=a.plot or ROOT / "docs" / "img" / f"runtime{suffix}.png",
     )
