@@ -26,6 +26,7 @@ import redis
 from taskscale.catalog import CatalogPublisher
 from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.execution import Outcome
+from taskscale.gathering import FLUSH_GATHER_S, Gather
 from taskscale.health import HealthState
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
@@ -85,11 +86,13 @@ class Reporter:
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
+        gather = Gather(FLUSH_GATHER_S)  # one flush per moment while outcomes pour in
         while True:
             pending: list[Outcome] = []
             stop = False
             try:
                 item = self.outbox.get(timeout=max(0.0, next_beat - time.monotonic()))
+                gather.pause()
                 while True:
                     if item is STOP:
                         stop = True
@@ -102,6 +105,7 @@ class Reporter:
             except queue.Empty:
                 pass
             if pending:
+                gather.done(more=True)
                 try:
                     retrying(partial(self.record, pending), give_up_when=self._abandon.is_set)
                 except redis.RedisError as exc:
