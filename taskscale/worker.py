@@ -48,6 +48,7 @@ from taskscale.catalog import CatalogPublisher
 from taskscale.claim_pacing import ClaimPacer
 from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
 from taskscale.execution import Claimed, RetryPolicy, TaskRunner
+from taskscale.gathering import CLAIM_GATHER_S, Gather
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import Scripts, scripts_for
@@ -220,7 +221,9 @@ class Worker:
     # --- claimer --------------------------------------------------------------
     def _claimer(self, pool: SlotPool) -> None:
         failures = 0
+        gather = Gather(CLAIM_GATHER_S)  # claims spaced apart under a backlog
         while not self._stopping.is_set():
+            gather.pause()
             pool.freed.clear()
             free = pool.slots - self._tally.busy_in(pool.kind)
             if free <= 0:
@@ -228,6 +231,7 @@ class Worker:
                 continue
             try:
                 got = self._claim(pool, free)
+                gather.done(more=got == free)
                 if got < free and not self._stopping.is_set():
                     pool.pacer.sleep()  # wake lists; not past a held type's next token
                 failures = 0
