@@ -153,6 +153,8 @@ def for_retry(env: Envelope) -> str:
 
 def _int(doc: Mapping[str, Any], name: str, default: int) -> int:
     value = doc.get(name, default)
+    if type(value) is int:  # the usual case, checked first: one look-up per task field
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return default
     return int(value)
@@ -160,6 +162,8 @@ def _int(doc: Mapping[str, Any], name: str, default: int) -> int:
 
 def _opt_int(doc: Mapping[str, Any], name: str) -> int | None:
     value = doc.get(name)
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)

@@ -118,6 +118,8 @@ class Prepared:
 
 
 _NO_SIGNATURE = object()
+#: The most argument shapes remembered as binding (per runner).
+_MAX_SHAPES = 4096
 
 
 class TaskRunner:
@@ -140,6 +142,8 @@ class TaskRunner:
         self.metrics = metrics
         self._is_cancelled = is_cancelled or (lambda _task_id: False)
         self._signatures: dict[Callable[..., Any], inspect.Signature | object] = {}
+        #: (fn, number of args, kwarg names) known to bind: checked once, not per task
+        self._binds: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
 
     def run(self, task: Claimed) -> Outcome:
@@ -308,6 +312,9 @@ class TaskRunner:
     ) -> str | None:
         """Why ``fn(*args, **kwargs)`` cannot bind, or None when it can (or
         the function has no signature to check, like some builtins)."""
+        shape = (fn, len(args), *kwargs)  # binding depends only on these
+        if shape in self._binds:
+            return None
         with self._lock:
             sig = self._signatures.get(fn)
         if sig is None:
@@ -327,6 +334,8 @@ class TaskRunner:
                 return_annotation=sig.empty,
             )
             return f"{bare}: {exc}"
+        if len(self._binds) < _MAX_SHAPES:
+            self._binds.add(shape)
         return None
 
 

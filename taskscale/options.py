@@ -126,10 +126,40 @@ def _int_field(fields: Mapping[str, Any], name: str, low: int) -> int | None:
     return int(value) if value >= low else None
 
 
+#: The envelope fields :func:`resolve` reads.
+_OPTION_FIELDS = (
+    "max_retries",
+    "retry_backoff_ms",
+    "retry_backoff_max_ms",
+    "timeout_ms",
+    "reply_ttl",
+)
+#: Resolved options by (declared, each option field's type and value): a
+#: worker runs the same few combinations over and over (most envelopes carry
+#: none of them), so resolving is a dict look-up per task, not five parses.
+_resolved: dict[tuple[Any, ...], Resolved] = {}
+_RESOLVED_MAX = 1024
+
+
 def resolve(fields: Mapping[str, Any], declared: TaskOptions | None) -> Resolved:
     """Each option from the envelope ``fields`` when set there (a malformed
     value counts as unset), else from ``declared`` (the decorator), else the
     runtime default."""
+    values = [fields.get(name) for name in _OPTION_FIELDS]
+    key = (declared, *((type(v), v) for v in values))  # the type: True == 1, 1 == 1.0
+    try:
+        found = _resolved.get(key)
+    except TypeError:  # a list (a backoff schedule): not kept
+        return _resolve(fields, declared)
+    if found is None:
+        found = _resolve(fields, declared)
+        if len(_resolved) >= _RESOLVED_MAX:
+            _resolved.clear()
+        _resolved[key] = found
+    return found
+
+
+def _resolve(fields: Mapping[str, Any], declared: TaskOptions | None) -> Resolved:
     declared = declared or TaskOptions()
     retries = _int_field(fields, "max_retries", 0)
     if retries is None:
