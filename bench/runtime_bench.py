@@ -122,6 +122,8 @@ class BenchSettings:
     bodies: tuple[str, ...] = ()
     #: Children that enqueue at once before a drain (1: issue 2's enqueue figure).
     enqueue_procs: int = 1
+    #: A results file whose drain rates size the queues of the first run too.
+    seed_rates: Path | None = None
 
 
 @dataclass
@@ -867,6 +869,16 @@ def print_profiles(directory: Path) -> None:
 # --- entry point ------------------------------------------------------------------
 
 
+def seeded_rates(path: Path) -> dict[tuple[str, str], float]:
+    """Best drain rate per (system, body) in an earlier results file."""
+    seen: dict[tuple[str, str], float] = {}
+    for x in json.loads(path.read_text())["samples"]:
+        if x["ok"] and x["op"] == "drain":
+            key = (x["peer"], x.get("body", "empty"))
+            seen[key] = max(seen.get(key, 0.0), x["rate"])
+    return seen
+
+
 def describe_peers(h: Harness) -> dict[str, Any]:
     """Each system's version and APIs; a variant the installed code can't
     run is dropped from the peers, with a note saying why."""
@@ -910,6 +922,11 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
     p.add_argument("--ops", default="drain,lateness")
     p.add_argument("--late-rate", type=float, default=1000.0)
     p.add_argument("--late-seconds", type=float)
+    p.add_argument(
+        "--seed-rates",
+        type=Path,
+        help="issue 11: a results file whose drain rates size the first run's queues",
+    )
     p.add_argument("--enqueue-procs", type=int, default=1, help="children enqueuing at once")
     p.add_argument("--drain-window", type=float, default=30.0, help="longest drain, seconds")
     p.add_argument("--profile", type=Path, help="py-spy the drain workers; stacks go here")
@@ -939,6 +956,7 @@ def parse_args(argv: Sequence[str] | None) -> BenchSettings:
         peer_venv=a.peer_venv,
         bodies=tuple(x for x in a.body.split(",") if x),
         enqueue_procs=a.enqueue_procs,
+        seed_rates=a.seed_rates,
         out=a.out or ROOT / "bench" / "results" / f"runtime{suffix}.json",
         plot=a.plot or ROOT / "docs" / "img" / f"runtime{suffix}.png",
     )
@@ -969,6 +987,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         h = Harness(settings, server.url, client, logs)
+        if settings.seed_rates is not None:
+            h.seen = seeded_rates(settings.seed_rates)
         meta: dict[str, Any] = {
             "settings": {k: str(v) for k, v in asdict(settings).items()},
             "machine": machine(),
