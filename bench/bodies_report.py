@@ -199,7 +199,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
             ax.annotate(text, (x, bar.get_height()), ha="center", va="bottom", fontsize=7)
     s = result["meta"]["settings"]
     fig.suptitle(
-        f"issue 11: drain of {int(s['n']):,} tasks, {w} processes x {slots} threads/slots, "
+        f"issue 11: drains of up to {int(s['n']):,} tasks cut at {float(s['drain_window']):g} s, "
+        f"{w} processes x {slots} threads/slots, "
         f"medians of {s['runs']} interleaved runs ({result['meta']['machine']['cpus']} shared "
         "cores)",
         fontsize=10,
