@@ -34,7 +34,9 @@ DEFAULT_DEAD_LETTER_CAP = 10_000
 #: Default envelope size limit (bytes of JSON), configurable per producer.
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+#: The longest namespace, task type or worker id (:func:`check_name`).
+MAX_NAME_CHARS = 128
+_NAME_RE = re.compile(rf"^[A-Za-z0-9_.\-]{{1,{MAX_NAME_CHARS}}}$")
 _UNIQUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 #: Schedule names are shorter than other names: an occurrence's task id is
 #: ``schedule.<name>.<occurrence unix ms>`` and must stay within 128 characters.
@@ -48,7 +50,9 @@ def check_name(kind: str, value: str) -> str:
     restricted to a small, unambiguous alphabet (no ``:``, braces or spaces).
     """
     if not isinstance(value, str) or not _NAME_RE.match(value):
-        raise ValueError(f"invalid {kind} {value!r}: use 1-128 characters from A-Z a-z 0-9 _ . -")
+        raise ValueError(
+            f"invalid {kind} {value!r}: use 1-{MAX_NAME_CHARS} characters from A-Z a-z 0-9 _ . -"
+        )
     return value
 
 

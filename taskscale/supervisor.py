@@ -59,7 +59,7 @@ import redis
 
 from taskscale.connection import REDIS_URL_ENV, connect, describe_error, retrying
 from taskscale.envdefaults import env_name
-from taskscale.keys import Keys
+from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
@@ -70,8 +70,6 @@ log = logging.getLogger("taskscale.supervisor")
 
 #: Options the supervisor sets per child instead of passing its own on.
 _PER_CHILD = frozenset({"processes", "worker_id", "metrics_port", "redis_url", "help"})
-#: The longest worker id (keys.check_name).
-_MAX_ID = 128
 
 
 @dataclass(frozen=True)
@@ -93,7 +91,7 @@ class RestartPolicy:
 def child_id(base: str, index: int, generation: int) -> str:
     """``<base>-<index>``, and ``<base>-<index>-r<n>`` for the n-th restart."""
     suffix = f"-{index}" if generation == 0 else f"-{index}-r{generation}"
-    return base[: _MAX_ID - len(suffix)] + suffix
+    return base[: MAX_NAME_CHARS - len(suffix)] + suffix
 
 
 @dataclass
