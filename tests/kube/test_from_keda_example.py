@@ -6,6 +6,7 @@ stores is what the controller reads.
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_from_keda_doc import blocks, one, spec_schema, without_source_fields
+from test_from_keda_doc import blocks, one
 
 from taskscale.controller.config import config_from_object
 from taskscale.controller.kube import GROUP, PLURAL, VERSION
@@ -61,11 +62,14 @@ def test_a_misspelt_field_in_the_example_would_be_refused(
     assert "maxReplicaCount" in str(refused.value.body)
 
 
-def test_the_list_source_variant_is_accepted_but_for_fields_yet_to_land(
+def test_the_list_source_variant_is_accepted_as_written_and_read_back_as_a_list_source(
     api: client.ApiClient, kube_namespace: str
 ) -> None:
     variant = one(blocks()["taskscaler-list-source"], "TaskScaler")
-    landed = "source" in spec_schema()["properties"]
-    checked = variant if landed else without_source_fields(variant)
-    stored = create_strict(api, kube_namespace, checked)
+    stored = create_strict(api, kube_namespace, copy.deepcopy(variant))
+    assert stored["spec"]["source"] == "list"
     assert [t["name"] for t in stored["spec"]["taskTypes"]] == ["emails"]
+    ours, theirs = config_from_object(variant), config_from_object(stored)
+    assert theirs.policy == ours.policy
+    assert theirs.sources == ours.sources
+    assert [(s.kind, s.queues) for s in theirs.sources] == [("list", ("emails",))]
