@@ -92,9 +92,14 @@ def test_the_rule_is_bounded_by_max_replicas_and_the_step_limit() -> None:
     assert "over its 10 s target" in stepped.reason
 
 
-def test_never_at_zero_with_an_old_task_waiting() -> None:
-    d = decision_for(policy(tasks_per_replica=100), current=0, queued=1, oldest_ready_s=60.0)
-    assert d.desired >= 1
+def test_no_scale_down_while_an_old_task_waits_though_the_count_asks_for_less() -> None:
+    # the count rule alone: ceil(1 / 100) = 1 of the 3 replicas; nobody working yet
+    p = policy(tasks_per_replica=100)
+    counted = decision_for(p, current=3, queued=1, oldest_ready_s=5.0)  # under the target
+    assert counted.desired == 1
+    d = decision_for(p, current=3, queued=1, oldest_ready_s=60.0)
+    assert (d.desired, d.reason_code) == (3, ReasonCode.QUEUE_WAIT)
+    assert "over its 10 s target: holding 3 (0 working)" in d.reason
 
 
 def test_due_tasks_count_only_while_a_scheduler_can_promote_them() -> None:
