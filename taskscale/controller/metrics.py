@@ -35,6 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from taskscale.controller.queue_wait import oldest_wait
 from taskscale.controller.types import Observation, ReasonCode
 from taskscale.metrics import register_process_metrics
 
@@ -125,7 +126,8 @@ class ControllerMetrics:
         )
         self.oldest_task_age = Gauge(
             "taskscale_oldest_task_age_seconds",
-            "Seconds the oldest ready (or due) task of the type has waited (0 = none waiting).",
+            "Seconds the oldest ready (or, while a scheduler is alive, due) task of the type "
+            "has waited (0 = none waiting): what maxQueueWaitSeconds is compared with.",
             [*SCALER, "type"],
             registry=r,
         )
@@ -217,8 +219,8 @@ class ControllerMetrics:
                 idle = 0.0
             self.observed_idle_seconds.labels(ns, name, type_name).set(idle)
             self.oldest_due_seconds.labels(ns, name, type_name).set(t.oldest_due_s or 0.0)
-            age = max(t.oldest_ready_s or 0.0, t.oldest_due_s or 0.0)
-            self.oldest_task_age.labels(ns, name, type_name).set(age)
+            age = oldest_wait(t, scheduler_alive=observation.schedulers_alive != 0)
+            self.oldest_task_age.labels(ns, name, type_name).set(age or 0.0)
             self._redis_counters.set(
                 (ns, name, type_name), tuple(getattr(t, f) for f, _, _ in _REDIS_COUNTERS)
             )

@@ -10,6 +10,7 @@ from typing import Any
 
 from taskscale.controller.kube_client import rfc3339
 from taskscale.controller.outcome import PassOutcome, Problem
+from taskscale.controller.queue_wait import oldest_wait
 from taskscale.controller.threads_check import check_threads
 from taskscale.controller.types import Observation, ReasonCode
 
@@ -81,6 +82,7 @@ def build_status(
 
 def observations_status(observation: Observation) -> list[dict[str, Any]]:
     out = []
+    alive = observation.schedulers_alive != 0  # due tasks wait on a scheduler, as in the policy
     for name, t in sorted(observation.types.items()):
         busy = bool(t.queued or t.due or t.active)
         idle: float | None
@@ -99,15 +101,14 @@ def observations_status(observation: Observation) -> list[dict[str, Any]]:
                 "active": t.active,
                 "idleSeconds": idle,
                 "idleSince": None if t.idle_since is None else rfc3339(t.idle_since),
-                "oldestWaitSeconds": _oldest_wait(t.oldest_ready_s, t.oldest_due_s),
+                "oldestWaitSeconds": _rounded(oldest_wait(t, scheduler_alive=alive)),
             }
         )
     return out
 
 
-def _oldest_wait(ready: float | None, due: float | None) -> float | None:
-    waits = [w for w in (ready, due) if w is not None]
-    return round(max(waits)) if waits else None
+def _rounded(wait: float | None) -> float | None:
+    return round(wait) if wait is not None else None
 
 
 def conditions_for(outcome: PassOutcome) -> list[dict[str, str]]:

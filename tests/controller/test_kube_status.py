@@ -8,6 +8,7 @@ from typing import Any
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.kube import build_status, rfc3339, status_differs
 from taskscale.controller.reconciler import PassOutcome, Problem
+from taskscale.controller.status_doc import observations_status
 from taskscale.controller.types import (
     Decision,
     Observation,
@@ -67,6 +68,15 @@ def test_a_scale_sets_replicas_reason_scale_time_and_observations() -> None:
     c = conditions(status)
     assert (c["Ready"]["status"], c["RedisReachable"]["status"]) == ("True", "True")
     assert c["Active"]["status"] == "False"  # at minReplicas
+
+
+def test_oldest_wait_leaves_due_tasks_out_while_no_scheduler_can_promote_them() -> None:
+    waiting = TypeObservation("email", queued=1, due=1, oldest_ready_s=12.4, oldest_due_s=90.0)
+    with_scheduler = Observation(at=1000.0, types={"email": waiting}, schedulers_alive=1)
+    without = Observation(at=1000.0, types={"email": waiting}, schedulers_alive=0)
+    (seen,) = observations_status(with_scheduler)
+    (stranded,) = observations_status(without)
+    assert (seen["oldestWaitSeconds"], stranded["oldestWaitSeconds"]) == (90, 12)
 
 
 def test_a_missing_target_keeps_the_last_known_replicas_and_flags_ready_false() -> None:

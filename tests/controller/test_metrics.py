@@ -3,19 +3,30 @@ before the first error; a deleted scaler's series go away."""
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from taskscale.controller.metrics import (
     API_OPERATIONS,
     REDIS_OPERATIONS,
     ControllerMetrics,
 )
-from taskscale.controller.types import Observation, TypeObservation
+from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.policy import History, decide
+from taskscale.controller.types import (
+    Observation,
+    ReasonCode,
+    ScalingPolicy,
+    TypeObservation,
+    TypePolicy,
+)
 from taskscale.health import HealthState, MetricsServer
+from taskscale.keys import DEFAULT_PRIORITY, Keys
 
 
 class Clock:
@@ -171,6 +182,42 @@ def test_observation_exports_schedulers_overdue_age_and_redis_counters() -> None
     metrics.forget_scaler("ns/a", ("mail",))
     assert metrics.sample("taskscale_observed_dead_tasks_total", mail) is None
     assert metrics.sample("taskscale_observed_schedulers", scaler) is None
+
+
+@pytest.mark.integration
+def test_oldest_task_age_is_what_the_queue_wait_rule_compares_due_tasks_only_with_a_scheduler(
+    r: redis.Redis,
+) -> None:
+    keys, metrics = Keys("taskscale"), ControllerMetrics()
+    seconds, micros = r.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    ready = {"id": "r", "type": "mail", "enqueued_ms": now_ms - 30_000}
+    r.rpush(keys.queue("mail", DEFAULT_PRIORITY), json.dumps(ready))
+    r.zadd(keys.delayed("mail"), {json.dumps({"id": "d", "type": "mail"}): now_ms - 200_000})
+    p = ScalingPolicy(
+        types=(TypePolicy("mail", max_queue_wait_s=100.0),),
+        tasks_per_replica=10,
+        scale_down_stabilization_s=0.0,
+    )
+    mail = {"namespace": "ns", "name": "a", "type": "mail"}
+    observer = Observer(r, keys)
+
+    def observe() -> tuple[float, str]:
+        observation = observer.observe({"ns/a": ObserveRequest(("mail",), 30)})["ns/a"]
+        metrics.record_observation("ns/a", observation)
+        d = decide(observation, p, History.for_policy(p), now=0.0, current=2)
+        age = metrics.sample("taskscale_oldest_task_age_seconds", mail)
+        assert age is not None
+        return age, d.reason_code
+
+    # no scheduler: the due task can't become ready, so neither the rule nor the gauge count it
+    age, code = observe()
+    assert 30 <= age < 100 and code != ReasonCode.QUEUE_WAIT
+    overdue = metrics.sample("taskscale_observed_oldest_due_seconds", mail)
+    assert overdue is not None and overdue >= 200  # still shown as overdue
+    r.zadd(keys.schedulers, {"scheduler-1": now_ms + 60_000})
+    age, code = observe()
+    assert 200 <= age < 300 and code == ReasonCode.QUEUE_WAIT  # 200 s over the 100 s target
 
 
 def test_build_info_and_process_metrics_on_controller_and_worker_registries() -> None:
