@@ -6,8 +6,11 @@ missing data must never be read as idle.  Holding is wrong when the target was
 at zero or one when Redis went away and work is likely piling up somewhere the
 controller can't see, so ``spec.fallback: {replicas: N, afterFailures: K}``
 sets the target to N once Redis has failed K passes in a row (reason code
-``Fallback``).  The first pass that reads Redis again returns to the policy;
-the scale-down stabilization window then brings the target down gradually.
+``Fallback``).  The first pass that reads Redis again returns to the policy.
+N is recorded in the policy's history as a recommendation (``RECOMMENDATION``
+in the decision's details), so after recovery the scale-down stabilization
+window holds the target at N until N leaves the window -- as after any other
+high recommendation -- and ``maxScaleDownStep`` then bounds each step down.
 
 Pure, like the policy: the reconciler counts the consecutive failed reads and
 passes the count in.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from taskscale.controller.history import RECOMMENDATION
 from taskscale.controller.types import Decision, ReasonCode
 
 
@@ -44,4 +48,5 @@ def fallback_decision(
             f"{current} -> {fallback.replicas}: Redis could not be read for {failures} passes"
             f"{cause}; fallback to {fallback.replicas} replicas"
         ),
+        details={RECOMMENDATION: fallback.replicas},
     )

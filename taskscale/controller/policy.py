@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from bisect import bisect_left
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from taskscale.controller.caps import within_cap
+from taskscale.controller.history import RECOMMENDATION as RECOMMENDATION
+from taskscale.controller.history import History as History
 from taskscale.controller.queue_wait import apply_queue_wait
 from taskscale.controller.types import (
     Decision,
@@ -58,10 +57,6 @@ from taskscale.controller.types import (
     ScalingPolicy,
     TypeObservation,
 )
-
-#: ``Decision.details`` key of the raw recommendation (before stabilization,
-#: step limits and holds); :meth:`History.record` keeps it for the windows.
-RECOMMENDATION = "recommendation"
 
 _NEVER_SEEN = TypeObservation(task_type="")
 # Causes a decision may report as Steady when it changes nothing.
@@ -75,77 +70,6 @@ _SIZING_CODES = frozenset(
         ReasonCode.IDLE,
     }
 )
-
-
-class History:
-    """The recent past the policy needs: raw recommendations (for the
-    stabilization windows) and a sparse series of observations (for rates).
-
-    Bounded two ways: entries older than ``max_age_s`` are dropped on each
-    :meth:`record`, and no more than ``max_entries`` are kept.  Observations
-    are kept at most one per ``sample_every_s``, so 1000 types polled every
-    second cost a few dozen snapshots, not hundreds.
-    """
-
-    def __init__(
-        self,
-        *,
-        max_age_s: float = 600.0,
-        sample_every_s: float = 5.0,
-        max_entries: int = 4096,
-    ) -> None:
-        if max_age_s <= 0 or sample_every_s < 0 or max_entries < 1:
-            raise ValueError("History needs max_age_s > 0, sample_every_s >= 0, max_entries >= 1")
-        self.max_age_s = max_age_s
-        self.sample_every_s = sample_every_s
-        self._rec_at: deque[float] = deque(maxlen=max_entries)
-        self._recs: deque[int] = deque(maxlen=max_entries)
-        self._sample_at: deque[float] = deque(maxlen=max_entries)
-        self._samples: deque[Observation] = deque(maxlen=max_entries)
-
-    @classmethod
-    def for_policy(cls, policy: ScalingPolicy, *, sample_every_s: float = 5.0) -> History:
-        """A history that keeps just what ``policy``'s windows look at."""
-        horizon = max(
-            policy.rate_window_s,
-            policy.scale_up_stabilization_s,
-            policy.scale_down_stabilization_s,
-        )
-        return cls(max_age_s=horizon + 2 * sample_every_s + 1.0, sample_every_s=sample_every_s)
-
-    def record(self, now: float, observation: Observation | None, decision: Decision) -> None:
-        """Remember a decision (and, sparsely, the observation it was made from)."""
-        if observation is not None:
-            rec = decision.details.get(RECOMMENDATION, decision.desired)
-            self._rec_at.append(now)
-            self._recs.append(int(rec))
-            if not self._sample_at or observation.at - self._sample_at[-1] >= self.sample_every_s:
-                self._sample_at.append(observation.at)
-                self._samples.append(observation)
-        self._prune(now, observation.at if observation is not None else None)
-
-    def _prune(self, now: float, observed_at: float | None) -> None:
-        while self._rec_at and self._rec_at[0] < now - self.max_age_s:
-            self._rec_at.popleft()
-            self._recs.popleft()
-        if observed_at is not None:
-            while self._sample_at and self._sample_at[0] < observed_at - self.max_age_s:
-                self._sample_at.popleft()
-                self._samples.popleft()
-
-    def recommendations_since(self, since: float) -> Iterator[int]:
-        """Raw recommendations recorded at or after ``since`` (policy clock)."""
-        start = bisect_left(self._rec_at, since)
-        for i in range(start, len(self._recs)):
-            yield self._recs[i]
-
-    def oldest_sample_since(self, since: float) -> Observation | None:
-        """The oldest kept observation taken at or after ``since`` (Redis clock)."""
-        start = bisect_left(self._sample_at, since)
-        return self._samples[start] if start < len(self._samples) else None
-
-    def __len__(self) -> int:
-        return len(self._recs)
 
 
 @dataclass(frozen=True)

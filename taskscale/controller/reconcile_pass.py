@@ -14,7 +14,9 @@ reconciler passes its scheduler in (``schedule``), called before the report.
 
 Before the policy come two overrides: a pause annotation (pause.py) decides
 alone, and ``spec.fallback`` (fallback.py) replaces fail-static once Redis has
-failed the configured number of passes in a row.
+failed the configured number of passes in a row.  Every decision is recorded in the
+scaler's history, the overrides' too, so the scale-down window applies after
+a pause or a fallback ends.
 """
 
 from __future__ import annotations
@@ -165,14 +167,17 @@ def _decide(
     """A pause annotation, else the fallback after K failed reads, else the policy."""
     config = scaler.config
     scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
+    decision = None
     if config.pause is not None:
-        return paused_decision(config.pause, current=current)
-    fallback = fallback_decision(
-        config.fallback, failures=scaler.redis_failures, current=current, error=error or ""
-    )
-    if fallback is not None:
-        return fallback
-    decision = decide(observation, config.policy, scaler.history, now=now, current=current)
+        decision = paused_decision(config.pause, current=current)
+    if decision is None:
+        decision = fallback_decision(
+            config.fallback, failures=scaler.redis_failures, current=current, error=error or ""
+        )
+    if decision is None:
+        decision = decide(observation, config.policy, scaler.history, now=now, current=current)
+    # every decision, an override's too: after a pause or a fallback ends, the
+    # scale-down window holds what it set like any other recommendation
     scaler.history.record(now, observation, decision)
     return decision
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskscale.controller.config import ScalerConfig
+from taskscale.controller.history import History
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import (
     LoggingReporter,
@@ -42,7 +43,6 @@ from taskscale.controller.outcome import (
     Reporter,
     TargetNotFound,
 )
-from taskscale.controller.policy import History
 from taskscale.controller.reconcile_pass import ReconcilePass
 from taskscale.controller.retries import RetrySettings, call_with_retries
 from taskscale.controller.scaler_state import (

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskscale.controller.config import ScalerConfig
+from taskscale.controller.history import History
 from taskscale.controller.observer import DemandListener
-from taskscale.controller.policy import History
 from taskscale.controller.sharded import AnyObserver, namespace_keys, observer_for
 from taskscale.controller.types import Actuator
 from taskscale.redis_urls import RedisClient, build_client

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ctlhelpers import MemoryActuator
 
-from taskscale.controller.config import InvalidSpec, TargetRef, config_from_object
+from taskscale.controller.config import InvalidSpec, ScalerConfig, TargetRef, config_from_object
 from taskscale.controller.fallback import Fallback, fallback_decision
+from taskscale.controller.history import History
 from taskscale.controller.pause import (
     PAUSED_ANNOTATION,
     PAUSED_REPLICAS_ANNOTATION,
@@ -19,7 +21,9 @@ from taskscale.controller.pause import (
     pause_from_annotations,
     paused_decision,
 )
-from taskscale.controller.types import ReasonCode
+from taskscale.controller.reconcile_pass import _decide
+from taskscale.controller.scaler_state import ScalerState
+from taskscale.controller.types import Observation, ReasonCode, TypeObservation
 
 
 def obj(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -118,6 +122,51 @@ def test_fallback_applies_from_the_kth_failure_on() -> None:
 def test_fallback_may_scale_down_too() -> None:
     decision = fallback_decision(Fallback(replicas=0, after_failures=1), failures=1, current=5)
     assert decision is not None and decision.desired == 0
+
+
+def scaler_with(config: ScalerConfig) -> ScalerState:
+    history = History.for_policy(config.policy)
+    return ScalerState(config, MemoryActuator(), ("redis://unused", "taskscale"), history)
+
+
+def one_queued(at: float) -> Observation:
+    types = {"email": TypeObservation("email", queued=1)}
+    return Observation(at=at, types=types, schedulers_alive=1)
+
+
+WINDOWED = {"tasksPerReplica": 1, "scaleDownStabilizationSeconds": 60, "maxReplicas": 10}
+
+
+def test_after_a_fallback_the_scale_down_window_holds_its_replicas_before_they_go() -> None:
+    scaler = scaler_with(
+        config_from_object(obj(fallback={"replicas": 6, "afterFailures": 2}, **WINDOWED))
+    )
+    assert _decide(scaler, None, now=0.0, current=1, error="down").desired == 1  # fail-static
+    fell = _decide(scaler, None, now=1.0, current=1, error="down")
+    assert (fell.desired, fell.reason_code) == (6, ReasonCode.FALLBACK)
+    # Redis is back with one task queued: the policy alone says 1, the window keeps 6
+    held = _decide(scaler, one_queued(1002.0), now=2.0, current=6, error=None)
+    assert (held.desired, held.reason_code) == (6, ReasonCode.STABILIZING)
+    assert "held at 6 by the 60 s scale-down window" in held.reason
+    later = _decide(scaler, one_queued(1062.0), now=62.0, current=6, error=None)
+    assert later.desired == 1  # the fallback's 6 has left the window
+
+
+def test_fail_static_holds_are_not_recommendations_the_window_keeps() -> None:
+    scaler = scaler_with(config_from_object(obj(**WINDOWED)))  # no fallback
+    for now in (0.0, 1.0, 2.0):
+        held = _decide(scaler, None, now=now, current=5, error="down")
+        assert (held.desired, held.reason_code) == (5, ReasonCode.FAIL_STATIC)
+    assert _decide(scaler, one_queued(1003.0), now=3.0, current=5, error=None).desired == 1
+
+
+def test_after_a_pause_the_scale_down_window_holds_the_paused_replicas() -> None:
+    scaler = scaler_with(config_from_object(obj({PAUSED_REPLICAS_ANNOTATION: "8"}, **WINDOWED)))
+    assert _decide(scaler, one_queued(1000.0), now=0.0, current=2, error=None).desired == 8
+    scaler.config = config_from_object(obj(**WINDOWED))  # the annotation removed
+    held = _decide(scaler, one_queued(1001.0), now=1.0, current=8, error=None)
+    assert (held.desired, held.reason_code) == (8, ReasonCode.STABILIZING)
+    assert _decide(scaler, one_queued(1061.0), now=61.0, current=8, error=None).desired == 1
 
 
 def test_fallback_is_read_from_the_spec_with_its_default() -> None:
