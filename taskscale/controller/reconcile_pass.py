@@ -14,7 +14,10 @@ reconciler passes its scheduler in (``schedule``), called before the report.
 
 Before the policy come two overrides: a pause annotation (pause.py) decides
 alone, and ``spec.fallback`` (fallback.py) replaces fail-static once Redis has
-failed the configured number of passes in a row.  Every decision is recorded in the
+failed the configured number of passes in a row.  After it, for a StatefulSet
+target, the ordinal hold (ordinal_hold.py): no scale-down below the highest
+ordinal of a pod running a task, since a StatefulSet removes the highest
+ordinals whatever pod-deletion-cost says.  Every decision is recorded in the
 scaler's history, the overrides' too, so the scale-down window applies after
 a pause or a fallback ends.
 """
@@ -28,9 +31,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 import redis
 
+from taskscale.controller.config import ScalerConfig
 from taskscale.controller.fallback import fallback_decision
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.ordinal_hold import hold_ordinals
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
 from taskscale.controller.pause import paused_decision
 from taskscale.controller.policy import decide
@@ -176,10 +181,23 @@ def _decide(
         )
     if decision is None:
         decision = decide(observation, config.policy, scaler.history, now=now, current=current)
+        if observation is not None and _is_stateful_set(config):
+            decision = hold_ordinals(
+                decision,
+                statefulset=config.target,
+                busy_by_pod=busy_by_pod(observation.workers),
+                current=current,
+                max_replicas=config.policy.max_replicas,
+            )
     # every decision, an override's too: after a pause or a fallback ends, the
     # scale-down window holds what it set like any other recommendation
     scaler.history.record(now, observation, decision)
     return decision
+
+
+def _is_stateful_set(config: ScalerConfig) -> bool:
+    """A StatefulSet removes its highest ordinals, whatever their pods run (ordinal_hold.py)."""
+    return config.target_ref.group == "apps" and config.target_ref.kind == "StatefulSet"
 
 
 def _replace(outcome: PassOutcome, **changes: object) -> PassOutcome:

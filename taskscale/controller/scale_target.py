@@ -16,6 +16,12 @@ Only the ``scale`` subresource is ever written.  Pod-deletion-cost is set
 before a scale-down only when the scale reports a label selector
 (``status.selector``) to find the target's pods by; a custom resource
 without ``labelSelectorPath`` gets its replicas set and nothing else.
+
+A StatefulSet ignores pod-deletion-cost: scaling it down always removes the
+highest ordinals, busy or not.  So none is written for one; instead the
+reconcile pass never scales a StatefulSet below (highest ordinal of a pod
+running a task) + 1 (ordinal_hold.py), and its busy workers are safe only
+that way -- a task on ordinal 5 keeps six pods up until it ends.
 """
 
 from __future__ import annotations
@@ -155,7 +161,7 @@ class ScaleTargetActuator(DeploymentActuator):
     def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
         if self._replicas is None:
             self.current_replicas()
-        if self._replicas is not None and replicas < self._replicas and self._selector:
+        if self._replicas is not None and replicas < self._replicas and self._uses_costs():
             self.set_deletion_costs(busy_by_pod)
         self._call("patch_scale", lambda: self._patch(replicas))
         self._replicas = replicas
@@ -166,6 +172,13 @@ class ScaleTargetActuator(DeploymentActuator):
         if not self._selector:  # no selector: the target's pods can't be told apart
             return {}
         return super().set_deletion_costs(busy_by_pod)
+
+    def _uses_costs(self) -> bool:
+        """Whether pod-deletion-cost steers this target's scale-down: its pods
+        can be found (a selector) and it is not a StatefulSet, which removes
+        the highest ordinals whatever the costs say (ordinal_hold.py)."""
+        stateful = self.ref.group == "apps" and self.ref.kind == "StatefulSet"
+        return bool(self._selector) and not stateful
 
     # --- the calls, by kind ------------------------------------------------------
     def _read(self) -> Any:

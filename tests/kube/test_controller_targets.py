@@ -7,6 +7,7 @@ reported, not written to.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,16 +20,18 @@ from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ctlhelpers import enqueue, finish_tasks, start_tasks
+from ctlhelpers import enqueue, finish_tasks, register_worker, start_tasks
 from kubehelpers import (
     condition,
     create_scaler,
     get_scaler,
+    live_pods,
     taskscaler,
 )
 
 from taskscale.controller import kube
 from taskscale.controller.kube import KubeController
+from taskscale.controller.kube_client import DELETION_COST
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
@@ -145,6 +148,65 @@ def test_a_stateful_set_scales_from_zero_to_demand_and_back_to_zero(
     wait_for(lambda: sts_replicas(api, ns, "email-worker") == 0, what="StatefulSet 3 -> 0")
     ready = condition(get_scaler(api, ns, "emails"), "Ready")
     assert ready is not None and ready["status"] == "True"
+
+
+def test_a_stateful_set_is_not_scaled_below_its_busy_ordinal_until_that_task_ends(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    client.AppsV1Api(api).create_namespaced_stateful_set(ns, stateful_set("email-worker", 3))
+    # one task runs, on ordinal 2 (the registry names the pod, as POD_NAME does)
+    register_worker(r, keys, worker_id="w-2", pod="email-worker-2", types="email", busy=1)
+    enqueue(r, keys, "email", 1)
+    start_tasks(r, keys, "email", 1)
+    ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "email-worker"}
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url, scaleTargetRef=ref))
+
+    def held() -> dict[str, Any] | None:
+        status = get_scaler(api, ns, "emails").get("status") or {}
+        return status if "(ordinal 2) runs a task" in str(status.get("reason")) else None
+
+    status = wait_for(held, what="the ordinal hold in the status")
+    # a Deployment would go to 1 (one busy pod); the StatefulSet would remove ordinal 2
+    assert status["reasonCode"] == "HoldActive"
+    assert status["desiredReplicas"] == 3
+    deadline = time.monotonic() + 3  # ten passes at 0.3 s
+    while time.monotonic() < deadline:
+        assert sts_replicas(api, ns, "email-worker") == 3
+        time.sleep(0.2)
+
+    finish_tasks(r, keys, "email", 1)
+    register_worker(r, keys, worker_id="w-2", pod="email-worker-2", types="email", busy=0)
+    wait_for(lambda: sts_replicas(api, ns, "email-worker") == 0, what="StatefulSet 3 -> 0")
+
+
+def test_a_stateful_sets_pods_get_no_pod_deletion_cost_which_it_would_ignore(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+) -> None:
+    ns = kube_namespace
+    core = client.CoreV1Api(api)
+    client.AppsV1Api(api).create_namespaced_stateful_set(ns, stateful_set("email-worker", 3))
+    # ordinal 0 is created first (and, with no kubelet, is never Ready: the only one)
+    wait_for(lambda: live_pods(core, ns, "statefulset=email-worker"), what="pod email-worker-0")
+    register_worker(r, keys, worker_id="w-0", pod="email-worker-0", types="email", busy=1)
+    enqueue(r, keys, "email", 1)
+    start_tasks(r, keys, "email", 1)
+    ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "email-worker"}
+    create_scaler(api, ns, taskscaler("emails", "email-worker", redis_url, scaleTargetRef=ref))
+
+    wait_for(lambda: sts_replicas(api, ns, "email-worker") == 1, what="StatefulSet 3 -> 1")
+    pod: Any = core.read_namespaced_pod("email-worker-0", ns)
+    assert DELETION_COST not in (pod.metadata.annotations or {})
 
 
 def test_a_custom_resource_with_a_scale_subresource_scales(
