@@ -166,6 +166,12 @@ class Keys:
         that report tasks through taskscale.tracking (Celery, RQ, any code)."""
         return self.prefix + "track:processes"
 
+    @property
+    def tracked_pods(self) -> str:
+        """HASH process id -> the pod (``POD_NAME``, else host name) a tracked
+        process runs in, so the controller can tell which pods are busy."""
+        return self.prefix + "track:pods"
+
     # --- per task type ------------------------------------------------------
     def queue(self, task_type: str, priority: int = DEFAULT_PRIORITY) -> str:
         """LIST of envelopes ready to run: RPUSH to enqueue, LPOP to claim."""

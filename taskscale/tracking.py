@@ -13,7 +13,11 @@ rules:
 - a task is recorded in this process's in-flight hash under a *lease*.  A
   daemon thread renews the lease and re-syncs the hash with what the process
   runs, and reaps peers whose lease expired -- so a killed process's tasks
-  are counted down by any live one, and a lost reply heals at the next beat.
+  are counted down by any live one, and a lost reply heals at the next beat;
+- the process records the pod it runs in (``POD_NAME``, else the host name,
+  as taskscale's worker does), so the controller knows which pods run tasks
+  and a scale-down stops idle workers first (pod-deletion-cost, a local
+  pool's choice, a StatefulSet's ordinal hold).
 
 Tracking never breaks the task it counts: a Redis error in ``start``/``stop``
 is logged and left to the next heartbeat to repair.
@@ -64,6 +68,11 @@ class SyncResult:
     reaped: int  #: dead peers whose records were dropped
 
 
+def default_pod() -> str:
+    """``POD_NAME`` (the Downward API's pod name), else this host's name."""
+    return os.environ.get("POD_NAME") or socket.gethostname() or "host"
+
+
 def default_process_id() -> str:
     """``<host>-<pid>-<random>``: unique per process, legal in key names."""
     host = re.sub(r"[^A-Za-z0-9_.\-]", "-", socket.gethostname())[:80] or "host"
@@ -85,12 +94,15 @@ class Tracker:
         process_id: str | None = None,
         lease_s: float = DEFAULT_LEASE_S,
         heartbeat_s: float | None = None,
+        pod: str | None = None,
     ) -> None:
         if lease_s <= 0:
             raise ValueError("lease_s must be positive")
         self.client = client
         self.keys = keys or Keys.from_env()
         self.process_id = check_name("process id", process_id or default_process_id())
+        #: The pod this process runs in (recorded in ``track:pods`` with its lease).
+        self.pod = pod or default_pod()
         self.lease_s = lease_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
         self._start = client.register_script(script_source("track_start"))
@@ -115,8 +127,8 @@ class Tracker:
             self._running[task_id] = (task_type, time.monotonic())
             self._call(
                 self._start,
-                [k.active, k.tracked_processes, self._inflight, k.stats(task_type)],
-                [task_id, task_type, round(self.lease_s * 1000), self.process_id],
+                [k.active, k.tracked_processes, self._inflight, k.stats(task_type), k.tracked_pods],
+                [task_id, task_type, round(self.lease_s * 1000), self.process_id, self.pod],
             )
         self._ensure_heartbeat()
         return task_id
@@ -141,9 +153,10 @@ class Tracker:
         with self._lock:
             lease_ms = 0 if self._closed.is_set() else round(self.lease_s * 1000)
             pairs = [v for task_id, (t, _) in self._running.items() for v in (task_id, t)]
+            k = self.keys
             reply = self._sync(
-                keys=[self.keys.active, self.keys.idle_since, self.keys.tracked_processes],
-                args=[self.keys.prefix, self.process_id, lease_ms, REAP_BATCH, *pairs],
+                keys=[k.active, k.idle_since, k.tracked_processes, k.tracked_pods],
+                args=[k.prefix, self.process_id, lease_ms, REAP_BATCH, self.pod, *pairs],
                 client=self.client,
             )
         return SyncResult(*(int(v) for v in reply))

@@ -28,6 +28,14 @@ What each source counts (docs/sources.md):
 
 For every source, the rate floor's counters are the ``stats`` hashes of the
 type's task names, which the integrations and ``taskscale.track`` keep.
+
+Busy pods: the integrations' processes record the pod they run in
+(``POD_NAME``) beside their lease (taskscale.tracking), so the same call reads
+which live tracked process runs which task names.  A process running one of
+a scaler's task names becomes a :class:`WorkerObservation` of that scaler
+(its pod, busy = every task it runs, threads unknown: 0), and the policy's
+busy-pod hold, pod-deletion-cost and a local pool's choice of whom to stop
+see Celery and RQ workers as they see taskscale's.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import redis
 
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.source_spec import CELERY, LIST, RQ, TypeSource
-from taskscale.controller.types import Observation, TypeObservation
+from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import (
     CELERY_UNACKED,
     Keys,
@@ -56,6 +64,9 @@ from taskscale.redis_urls import RedisClient
 #: sampled and the counts scaled (each entry is a whole message: reading
 #: 10,000 held Redis for about half a second, docs/sources.md).
 UNACKED_SAMPLE = 1000
+#: Most live tracked processes read per pass (the ones with the soonest lease
+#: expiry first); each costs an HVALS of its few running tasks and an HGET.
+TRACKED_PROCESSES = 2000
 
 
 class NativeObserver(Protocol):
@@ -71,6 +82,8 @@ class SourceReading:
     at: float
     #: One per (source, look-ahead) asked for, in the order asked.
     types: tuple[TypeObservation, ...]
+    #: Live tracked processes running something: (process id, pod, task names).
+    processes: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 class SourceReader:
@@ -95,12 +108,21 @@ class SourceReader:
             routing = source.queues if source.kind == CELERY else ()
             args += [len(lists), len(started), len(scheduled), max(0, round(lead_s * 1000))]
             args += [len(routing), *routing, len(source.tasks), *source.tasks]
+        script_keys += [self._keys.tracked_processes, self._keys.tracked_pods]
+        args += [TRACKED_PROCESSES, self._keys.prefix]
         reply = self._script(keys=script_keys, args=args, client=self._client)
         try:
-            seconds, micros, rows = reply
+            seconds, micros, rows, processes = reply
             pairs = zip(wanted, rows, strict=True)
             types = tuple(_type_observation(source, row) for (source, _), row in pairs)
-            return SourceReading(at=int(seconds) + int(micros) / 1e6, types=types)
+            return SourceReading(
+                at=int(seconds) + int(micros) / 1e6,
+                types=types,
+                processes=tuple(
+                    (_text(pid), _text(pod), tuple(_text(n) for n in names))
+                    for pid, pod, names in processes
+                ),
+            )
         except (TypeError, ValueError) as exc:
             raise redis.DataError(f"sources: unexpected reply: {exc}") from exc
 
@@ -115,6 +137,28 @@ def _keys_of(source: TypeSource) -> tuple[list[str], list[str], list[str]]:
     if source.kind == LIST:
         return list(source.queues), [], []
     raise ValueError(f"unknown source {source.kind!r}")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def tracked_workers(
+    sources: Sequence[TypeSource], processes: Sequence[tuple[str, str, tuple[str, ...]]]
+) -> tuple[WorkerObservation, ...]:
+    """The tracked processes that run one of ``sources``' task names, as
+    workers of their types: busy = every task the process runs (a pod busy
+    with anything must not be stopped), threads 0 (not known)."""
+    types_of: dict[str, set[str]] = {}
+    for source in sources:
+        for task in source.tasks:
+            types_of.setdefault(task, set()).add(source.task_type)
+    out = []
+    for pid, pod, names in processes:
+        served = {t for name in names for t in types_of.get(name, ())}
+        if served:
+            out.append(WorkerObservation(pid, pod, tuple(sorted(served)), 0, len(names)))
+    return tuple(out)
 
 
 def _type_observation(source: TypeSource, row: Sequence[Any]) -> TypeObservation:
@@ -166,7 +210,7 @@ class SourcedObserver:
             merged[name] = Observation(
                 at=base.at,
                 types={t: base.types.get(t) or mine[t] for t in r.types},
-                workers=base.workers,
+                workers=base.workers + tracked_workers(r.sources, reading.processes),
                 schedulers_alive=base.schedulers_alive,
             )
         return merged

@@ -62,10 +62,13 @@ def check_threads(
     *, deployment: str, tasks_per_replica: int, workers: Iterable[WorkerObservation]
 ) -> ThreadsCheck | None:
     """Compare ``tasks_per_replica`` with the threads per pod of ``deployment``'s
-    live workers (``workers``: those serving the scaler's types).  None when no
-    live worker of the Deployment is known: nothing to compare with."""
+    live workers (``workers``: those serving the scaler's types; tracked
+    processes, whose threads are not known, are left out).  None when no live
+    worker of the Deployment is known: nothing to compare with."""
     per_pod: dict[str, int] = {}
     for worker in workers:
+        if worker.threads <= 0:  # a tracked Celery/RQ process: its concurrency is not known
+            continue
         if pod_of_deployment(worker.pod, deployment):
             per_pod[worker.pod] = per_pod.get(worker.pod, 0) + worker.threads
     if not per_pod:

@@ -10,7 +10,9 @@
 --          JSON [message, exchange, routing key])
 -- then, per type in ARGV's order: its lists, its running-job zsets, its
 -- scheduled-job zsets (counts in ARGV), and the stats hash of each of its
--- task names (T of them, in the order of the names).
+-- task names (T of them, in the order of the names);
+-- then, when the tracked-process limit (below) is above 0: the tracking
+-- protocol's process zset ({ns}:track:processes) and pod hash ({ns}:track:pods).
 --
 -- ARGV[1]  S, the most unacked entries to read (0: no KEYS[3]).  A larger
 --          hash is sampled: S entries (HRANDFIELD), each routing key's count
@@ -22,6 +24,8 @@
 --          R then R routing keys (its unacked messages are counted),
 --          T then T task names (ACTIVE_TASKS / IDLE_SINCE fields; their
 --          stats hashes are the type's last T KEYS)
+-- then     P, the most tracked processes to read (0: none), and the key
+--          prefix "{ns}:" of their in-flight hashes (prefix .. "track:inflight:" .. X)
 --
 -- Zset scores are unix seconds (RQ's registries).
 -- Returns {seconds, microseconds, rows[n]}, a row per type:
@@ -31,6 +35,9 @@
 --    active (sum of the task names' ACTIVE_TASKS, each at least 0),
 --    idle since (the latest IDLE_SINCE of the task names, a string; false if none),
 --    then the task names' stats counters summed: claimed, completed, failed, service_ms}
+-- and processes: {X, pod (X when none is recorded), {task names it runs now}}
+-- for every tracked process X whose lease is live and that runs a task (at
+-- most P live processes are looked at, soonest-expiring lease first).
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1e6
@@ -136,4 +143,19 @@ for i = 1, n do
     rows[i] = row
 end
 
-return {time[1], time[2], rows}
+local processes = {}
+local most = tonumber(take() or '0')
+if most > 0 then
+    local zset, pods, prefix = key(), key(), take()
+    local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local live = redis.call('ZRANGEBYSCORE', zset, now_ms, '+inf', 'LIMIT', 0, most)
+    for _, process in ipairs(live) do
+        local names = redis.call('HVALS', prefix .. 'track:inflight:' .. process)
+        if #names > 0 then
+            local pod = redis.call('HGET', pods, process)
+            processes[#processes + 1] = {process, pod or process, names}
+        end
+    end
+end
+
+return {time[1], time[2], rows, processes}

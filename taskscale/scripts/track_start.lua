@@ -7,12 +7,15 @@
 -- KEYS[2]  {ns}:track:processes      zset P -> lease expiry (unix ms, Redis clock)
 -- KEYS[3]  {ns}:track:inflight:P     hash X -> T, the tasks P runs now
 -- KEYS[4]  {ns}:stats:T              hash of T's counters
+-- KEYS[5]  {ns}:track:pods           hash P -> its pod name (optional: an older
+--                                     caller passes 4 keys and records no pod)
 --
 -- ARGV[1]  X, the task id; "" = count only (the seed's plain protocol: no
 --          record, no lease, so nothing can repair the count if P dies)
 -- ARGV[2]  T
 -- ARGV[3]  P's lease in ms (renewed by every start and every track_sync)
 -- ARGV[4]  P, the process id (the member of KEYS[2])
+-- ARGV[5]  P's pod (POD_NAME, else its host name), recorded in KEYS[5]
 --
 -- Returns 1 if X was counted, 0 if P had already counted X (a repeated call).
 
@@ -25,6 +28,9 @@ if id ~= '' then
         return 0
     end
     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
+    if KEYS[5] and ARGV[5] and ARGV[5] ~= '' then
+        redis.call('HSET', KEYS[5], ARGV[4], ARGV[5])
+    end
 end
 redis.call('HINCRBY', KEYS[1], ttype, 1)
 redis.call('HINCRBY', KEYS[4], 'claimed', 1)

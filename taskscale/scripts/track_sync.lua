@@ -5,8 +5,8 @@
 --    or P was reaped while alive but slow) is counted up again; a task the hash
 --    holds but P does not (its track_stop was lost) is counted down.  So the
 --    counts follow what runs, whatever calls failed before.
--- 2. P's lease is renewed -- or, with a lease <= 0, P leaves: everything it
---    held is counted down and its records are dropped.
+-- 2. P's lease is renewed (and its pod recorded) -- or, with a lease <= 0, P
+--    leaves: everything it held is counted down and its records are dropped.
 -- 3. Every process whose lease expired (killed, crashed, partitioned) is
 --    reaped: its tasks are counted down (ACTIVE_TASKS never below 0, IDLE_SINCE
 --    = now) and its records dropped.  Atomic, so any number of processes may
@@ -15,17 +15,24 @@
 -- KEYS[1]  {ns}:ACTIVE_TASKS         hash T -> tasks running now (never below 0)
 -- KEYS[2]  {ns}:IDLE_SINCE           hash T -> unix seconds the last task finished
 -- KEYS[3]  {ns}:track:processes      zset P -> lease expiry (unix ms)
+-- KEYS[4]  {ns}:track:pods           hash P -> its pod (optional; see ARGV[5])
 --
 -- ARGV[1]  key prefix "{ns}:" (in-flight hashes are prefix .. "track:inflight:" .. P,
 --          stats hashes prefix .. "stats:" .. T: same hash tag as KEYS[1])
 -- ARGV[2]  P ("" = reap only)
 -- ARGV[3]  P's lease in ms; 0 or less = P leaves
 -- ARGV[4]  most expired processes to reap in this call
--- ARGV[5..] pairs X, T: the tasks P runs now
+-- ARGV[5]  with KEYS[4] only: P's pod (POD_NAME, else its host name; "" = none)
+-- then     pairs X, T: the tasks P runs now (from ARGV[6] with KEYS[4], from
+--          ARGV[5] without it -- the layout of callers older than the pod)
 --
 -- Returns {tasks counted up, tasks counted down, processes reaped}.
 
 local prefix, me = ARGV[1], ARGV[2]
+local pods, pod, first = prefix .. 'track:pods', '', 5
+if KEYS[4] then
+    pods, pod, first = KEYS[4], ARGV[5], 6
+end
 local lease, limit = tonumber(ARGV[3]), tonumber(ARGV[4]) or 100
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -50,6 +57,7 @@ local function drop(process)
     end
     redis.call('DEL', ikey)
     redis.call('ZREM', KEYS[3], process)
+    redis.call('HDEL', pods, process)
 end
 
 if me ~= '' then
@@ -58,7 +66,7 @@ if me ~= '' then
     else
         local ikey = prefix .. 'track:inflight:' .. me
         local held = {}
-        for i = 5, #ARGV - 1, 2 do
+        for i = first, #ARGV - 1, 2 do
             held[ARGV[i]] = ARGV[i + 1]
             if redis.call('HSETNX', ikey, ARGV[i], ARGV[i + 1]) == 1 then
                 redis.call('HINCRBY', KEYS[1], ARGV[i + 1], 1)
@@ -73,6 +81,9 @@ if me ~= '' then
             end
         end
         redis.call('ZADD', KEYS[3], now + lease, me)
+        if pod ~= '' then
+            redis.call('HSET', pods, me, pod)
+        end
     end
 end
 

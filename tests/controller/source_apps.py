@@ -63,8 +63,16 @@ def wait_for_release(key: str, timeout_s: float = 60.0) -> bool:
 
 @app.task(name=LONG_TASK)
 def long(key: str) -> bool:
-    """Runs until the test releases ``key``."""
-    return wait_for_release(key)
+    """Runs until the test releases ``key``; ``<key>:pod`` says which worker
+    (``POD_NAME``) runs it, ``<key>:ended`` that it ran to its end."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.set(f"{key}:pod", os.environ.get("POD_NAME", ""))
+        released = wait_for_release(key)
+        client.set(f"{key}:ended", int(released))
+        return released
+    finally:
+        client.close()
 
 
 @app.task(name=QUICK_TASK)

@@ -21,7 +21,7 @@ from ctlhelpers import enqueue, wait_until
 from kombu import Connection, Consumer, Exchange, Queue
 from rq import Queue as RqQueue
 
-from taskscale.controller.observer import ObserveRequest
+from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import TypeObservation
@@ -315,3 +315,35 @@ def test_a_large_unacked_hash_is_sampled_and_scaled_to_its_size(
         16,
         8,
     ]
+
+
+def test_tracked_processes_running_a_scalers_tasks_are_its_busy_workers_by_pod(
+    r: redis.Redis, redis_url: str, keys: Keys
+) -> None:
+    busy = Tracker(r, keys, heartbeat_s=600, pod="mail-worker-1")
+    busy_too = Tracker(r, keys, heartbeat_s=600, pod="mail-worker-1")  # a prefork sibling
+    idle = Tracker(r, keys, heartbeat_s=600, pod="mail-worker-2")
+    other = Tracker(r, keys, heartbeat_s=600, pod="report-worker-1")
+    gone = Tracker(r, keys, lease_s=0.2, heartbeat_s=600, pod="mail-worker-3")
+    try:
+        busy.start("send_email")
+        busy.start("render")  # not the scaler's, but the pod is busy with it too
+        busy_too.start("bounce")
+        idle.open()
+        other.start("report")
+        gone.start("send_email")
+        time.sleep(0.3)  # gone's lease runs out (nobody reaps it yet)
+        source = TypeSource("email", "list", ("jobs:email",), ("send_email", "bounce"))
+
+        obs = observe(redis_url, keys, source)
+
+        workers = sorted(obs.workers, key=lambda w: w.worker_id != busy.process_id)
+        assert [(w.pod, w.types, w.threads, w.busy) for w in workers] == [
+            ("mail-worker-1", ("email",), 0, 2),
+            ("mail-worker-1", ("email",), 0, 1),
+        ]
+        assert busy_by_pod(obs.workers) == {"mail-worker-1": 3}
+        assert obs.types["email"].active == 3  # send_email x 2 (gone's not reaped yet) + bounce
+    finally:
+        for tracker in (busy, busy_too, idle, other, gone):
+            tracker.close()

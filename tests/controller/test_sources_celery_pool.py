@@ -1,6 +1,8 @@
 """End to end: a TaskScaler with ``source: celery`` drives a local pool of real
 Celery workers -- from 0 to N when tasks are queued, held up while a long task
-runs (ACTIVE_TASKS from the Celery integration), back to 0 once idle."""
+runs (ACTIVE_TASKS from the Celery integration), scaled down by stopping the
+idle worker, never the busy one (the integration records each worker's pod),
+back to 0 once idle."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from taskscale.keys import Keys
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "taskscale"
+#: The two long tasks' release lists (see source_apps.long).
+KEYS = ("release-a", "release-b")
 
 
 class Decisions:
@@ -107,7 +111,7 @@ def test_a_taskscaler_scales_celery_workers_from_zero_and_back_but_not_while_a_t
         wait_until(lambda: decisions.desired(), what="a first pass")
         assert pool.current_replicas() == 0  # nothing queued: no worker
 
-        for key in ("release-a", "release-b"):
+        for key in KEYS:
             celery_app.send_task(source_apps.LONG_TASK, args=(key,), queue=source_apps.QUEUE)
         wait_until(lambda: pool.current_replicas() == 2, timeout=60, what="2 Celery workers")
         wait_until(lambda: running(r) == 2, timeout=90, what="both long tasks running")
@@ -115,21 +119,31 @@ def test_a_taskscaler_scales_celery_workers_from_zero_and_back_but_not_while_a_t
         assert decisions.seen(queued=2) or decisions.seen(queued=1, active=1)
         wait_until(lambda: decisions.seen(queued=0, active=2), what="2 in flight observed")
 
-        r.rpush("release-a", 1)
-        wait_until(lambda: running(r) == 1, timeout=60, what="one long task left")
+        pods = {k: wait_until(lambda k=k: r.get(f"{k}:pod"), what=f"{k}'s pod") for k in KEYS}
+        assert sorted(p.decode() for p in pods.values()) == sorted(pool.worker_names())
+        # keep the task on the newest worker: the one a busy-blind pool would stop first
+        newest = pool.worker_names()[-1]
+        kept = next(k for k in KEYS if pods[k].decode() == newest)
+        freed = next(k for k in KEYS if k != kept)
+        r.rpush(freed, 1)
+        wait_until(lambda: r.get(f"{freed}:ended") == b"1", timeout=60, what="one task ended")
+        wait_until(lambda: pool.current_replicas() == 1, timeout=60, what="scale 2 -> 1")
+        assert pool.worker_names() == [newest]  # the idle worker was the one stopped
+        assert pool.draining_names() in ([pods[freed].decode()], [])
         # idle threshold 1 s, a pass every 0.3 s: long enough to have scaled to zero
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            assert pool.current_replicas() + len(pool.draining_names()) >= 1
+            assert pool.worker_names() == [newest]
+            assert running(r) == 1 and r.get(f"{kept}:ended") is None  # never interrupted
             time.sleep(0.1)
-        assert running(r) == 1
         assert 0 not in decisions.desired()[-10:]
 
-        r.rpush("release-b", 1)
+        r.rpush(kept, 1)
         wait_until(lambda: pool.current_replicas() == 0, timeout=60, what="back to 0")
         wait_until(lambda: not pool.draining_names(), timeout=60, what="workers exited")
         assert running(r) == 0
         assert r.llen("release-a") == r.llen("release-b") == 0  # both tasks ran to the end
+        assert r.mget([f"{k}:ended" for k in KEYS]) == [b"1", b"1"]
         assert pool.unexpected_exits == 0
     finally:
         reconciler.stop()

@@ -56,6 +56,14 @@ def test_no_live_worker_of_the_deployment_gives_no_verdict() -> None:
     assert check_threads(deployment="email", tasks_per_replica=4, workers=[]) is None
 
 
+def test_tracked_celery_or_rq_processes_whose_threads_are_unknown_give_no_verdict() -> None:
+    tracked = [worker("email-7d9f8-x2x4z", 0, "celery-1"), worker("email-7d9f8-b2b4b", 0)]
+    assert check_threads(deployment="email", tasks_per_replica=4, workers=tracked) is None
+    mixed = [*tracked, worker("email-7d9f8-ccccc", 4)]
+    verdict = check_threads(deployment="email", tasks_per_replica=4, workers=mixed)
+    assert verdict is not None and verdict.matches
+
+
 def test_threads_are_summed_per_pod_over_its_worker_processes() -> None:
     workers = [worker("email-7d9f8-aaaaa", 2, "a"), worker("email-7d9f8-aaaaa", 2, "b")]
     check = check_threads(deployment="email", tasks_per_replica=4, workers=workers)

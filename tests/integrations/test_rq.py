@@ -19,6 +19,9 @@ from rq.exceptions import InvalidJobOperation
 from waiting import wait_until
 from workers import WorkerProcess, broker_url, rq_worker
 
+from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.sharded import observer_for
+from taskscale.controller.source_spec import TypeSource
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,6 +72,8 @@ def test_running_jobs_are_counted_exactly_and_idle_since_is_stamped(
         rq_worker(redis_url=redis_url, keys=keys, log=tmp_path / f"w{i}.log", queue="q")
         for i in range(3)
     ]
+    for i, w in enumerate(workers):
+        w.env["POD_NAME"] = f"rq-pod-{i}"
     with contextlib.ExitStack() as stack:
         for w in workers:
             stack.enter_context(w).start(r)
@@ -78,6 +83,12 @@ def test_running_jobs_are_counted_exactly_and_idle_since_is_stamped(
         time.sleep(1.0)  # and no more than the 3 that run
         assert active(r, keys, BLOCK) == 3
         assert r.hget(keys.idle_since, BLOCK) is None
+        # each job runs in a forked horse, which names its worker's pod: the
+        # controller's observer sees three busy pods, as it sees taskscale's
+        source = TypeSource("block", "rq", ("q",), (BLOCK,))
+        request = ObserveRequest(types=("block",), lead_s=0, sources=(source,))
+        seen = observer_for(r, keys.namespace).observe({"s": request})["s"]
+        assert busy_by_pod(seen.workers) == {f"rq-pod-{i}": 1 for i in range(3)}
         r.rpush("release", *["go"] * 4)
         wait_until(lambda: stat(r, keys, BLOCK, "completed") == 4, timeout=30)
         assert active(r, keys, BLOCK) == 0

@@ -171,3 +171,43 @@ def test_open_reaps_at_once_and_keeps_an_idle_process_reaping(r: redis.Redis, ke
     assert r.zscore(keys.tracked_processes, idle.process_id) is not None
     idle.close()
     assert r.zscore(keys.tracked_processes, idle.process_id) is None
+
+
+def test_a_process_records_its_pod_with_its_lease_and_drops_it_when_it_goes(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POD_NAME", "mail-worker-2")
+    tracker = Tracker(r, keys, heartbeat_s=600)
+    assert tracker.pod == "mail-worker-2"  # POD_NAME, as a taskscale worker reads it
+    tracker.start("send")
+    assert r.hget(keys.tracked_pods, tracker.process_id) == b"mail-worker-2"
+    r.hdel(keys.tracked_pods, tracker.process_id)  # lost (reaped while alive, say)
+    tracker.heartbeat()
+    assert r.hget(keys.tracked_pods, tracker.process_id) == b"mail-worker-2"
+    tracker.close()
+    assert r.hget(keys.tracked_pods, tracker.process_id) is None
+
+    dead = Tracker(r, keys, lease_s=0.3, heartbeat_s=600, pod="mail-worker-0")
+    dead.start("send")
+    peer = Tracker(r, keys, heartbeat_s=600)
+    wait_until(lambda: peer.heartbeat().reaped == 1, timeout=5)
+    assert r.hget(keys.tracked_pods, dead.process_id) is None  # reaped with its lease
+    peer.close()
+
+
+def test_a_caller_of_the_layout_without_a_pod_still_syncs(r: redis.Redis, keys: Keys) -> None:
+    # track_sync with three keys: the task pairs start at ARGV[5], as before pods
+    sync = r.register_script(script_source("track_sync"))
+    reply = sync(
+        keys=[keys.active, keys.idle_since, keys.tracked_processes],
+        args=[keys.prefix, "other-lang-1", 30_000, 100, "job-1", "resize"],
+    )
+    assert [int(v) for v in reply] == [1, 0, 0]
+    assert r.hgetall(keys.tracked_inflight("other-lang-1")) == {b"job-1": b"resize"}
+    assert active(r, keys, "resize") == 1
+    assert not r.exists(keys.tracked_pods)
+    sync(
+        keys=[keys.active, keys.idle_since, keys.tracked_processes],
+        args=[keys.prefix, "other-lang-1", 0, 100],
+    )
+    assert active(r, keys, "resize") == 0
