@@ -15,7 +15,6 @@ PrometheusRule objects, so for those two only the envelope is checked.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +26,10 @@ from chartlib import (
     CHART,
     CI_VALUES,
     CRD_NAME,
-    REPO,
     adopt_crd_if_present,
+    ensure_taskscaler_crd,
     helm,
+    kubectl,
     render,
     service_account_token,
 )
@@ -42,35 +42,14 @@ pytestmark = pytest.mark.kube
 MONITORING_STANDINS = Path(__file__).with_name("monitoring-crds.yaml")
 
 
-def kubectl(cluster: KubeCluster, *args: str, stdin: str | None = None) -> str:
-    from e2e.cluster.localcluster import ensure_binaries
-
-    binary = ensure_binaries().kube("kubectl")
-    result = subprocess.run(
-        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def crds(kube_cluster: KubeCluster) -> None:
     """The TaskScaler CRD and the monitoring stand-ins, established."""
     kubectl(
         kube_cluster, "apply", "--server-side", "--force-conflicts", "-f", str(MONITORING_STANDINS)
     )
-    if not _crd_exists(kube_cluster):
-        kubectl(kube_cluster, "create", "-f", str(REPO / "deploy/crd/taskscaler.yaml"))
-    for name in (
-        CRD_NAME,
-        "servicemonitors.monitoring.coreos.com",
-        "prometheusrules.monitoring.coreos.com",
-    ):
+    ensure_taskscaler_crd(kube_cluster)
+    for name in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"):
         kubectl(kube_cluster, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
 
 
