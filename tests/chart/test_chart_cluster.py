@@ -155,6 +155,16 @@ def test_helm_install_and_upgrade_with_examples(
                 f"{release}-taskscale-example-worker", kube_namespace
             )
             assert worker.spec.replicas == 0
+            # The scheduler is part of every install (on by default, 2 replicas),
+            # on the examples' Redis: without it delayed tasks and retries stall.
+            scheduler = apps.read_namespaced_deployment(
+                f"{release}-taskscale-scheduler", kube_namespace
+            )
+            assert scheduler.spec.replicas == 2
+            [container] = scheduler.spec.template.spec.containers
+            assert container.command == ["taskscale", "scheduler"]
+            scheduler_env = {e.name: e.value for e in container.env}
+            assert scheduler_env["TASKSCALE_REDIS_URL"] == "redis://redis.invalid:6379/0"
             # The autoscaler's change survives an upgrade (three-way merge).
             apps.patch_namespaced_deployment_scale(
                 f"{release}-taskscale-example-worker", kube_namespace, {"spec": {"replicas": 2}}
@@ -184,6 +194,10 @@ def test_helm_install_and_upgrade_with_examples(
                 f"{release}-taskscale-example-worker", kube_namespace
             )
             assert worker.spec.replicas == 2
+            scheduler = client.AppsV1Api(api).read_namespaced_deployment(
+                f"{release}-taskscale-scheduler", kube_namespace
+            )
+            assert scheduler.spec.replicas == 2
             crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(CRD_NAME)
             assert crd.metadata is not None and crd.metadata.annotations is not None
             assert crd.metadata.annotations["meta.helm.sh/release-name"] == release
