@@ -95,10 +95,18 @@ def prepare(r: redis.Redis, keys: Keys, tasks: int, limits: str | None) -> None:
     r.config_resetstat()
 
 
-def drain(r: redis.Redis, keys: Keys, sha: str, k: int, calls: int | None) -> tuple[int, int]:
+def claim_args(keys: Keys, k: int, *, old: bool) -> list[Any]:
+    """ARGV of a claim of ``k`` tasks: the current claim.lua takes the
+    dead-letter cap (0 here) before the types, the baseline does not."""
+    return [keys.prefix, WORKER, k, TYPE] if old else [keys.prefix, WORKER, k, 0, TYPE]
+
+
+def drain(
+    r: redis.Redis, keys: Keys, sha: str, k: int, calls: int | None, *, old: bool = False
+) -> tuple[int, int]:
     """Claim until the queue is empty (or ``calls`` calls); return (calls, tasks)."""
     script_keys = [keys.active, keys.workers, keys.inflight(WORKER), keys.limits]
-    args = [keys.prefix, WORKER, k, TYPE]
+    args = claim_args(keys, k, old=old)
     made = got = 0
     while calls is None or made < calls:
         reply = r.evalsha(sha, len(script_keys), *script_keys, *args)
@@ -124,12 +132,20 @@ def server_cpu_s(r: redis.Redis) -> float:
 
 
 def measure(
-    r: redis.Redis, keys: Keys, sha: str, tasks: int, limits: str | None, k: int, calls: int | None
+    r: redis.Redis,
+    keys: Keys,
+    sha: str,
+    tasks: int,
+    limits: str | None,
+    k: int,
+    calls: int | None,
+    *,
+    old: bool = False,
 ) -> dict[str, float]:
     prepare(r, keys, tasks, limits)
     cpu0 = server_cpu_s(r)
     t0 = time.perf_counter()
-    made, got = drain(r, keys, sha, k, calls)
+    made, got = drain(r, keys, sha, k, calls, old=old)
     wall = time.perf_counter() - t0
     cpu = server_cpu_s(r) - cpu0
     n_calls, usec = server_usec(r)
@@ -155,7 +171,7 @@ def paired(
     time, round trip included) of each and the median of the paired ratios."""
     prepare(r, keys, 2 * blocks * calls * k, None)
     script_keys = [keys.active, keys.workers, keys.inflight(WORKER), keys.limits]
-    args = [keys.prefix, WORKER, k, TYPE]
+    args = {name: claim_args(keys, k, old=name == "old") for name in ("old", "new")}
     per_call: dict[str, list[float]] = {"old": [], "new": []}
     ratios = []
     for b in range(blocks):
@@ -163,7 +179,7 @@ def paired(
         for name in pair:
             t0 = time.perf_counter()
             for _ in range(calls):
-                r.evalsha(sha[name], len(script_keys), *script_keys, *args)
+                r.evalsha(sha[name], len(script_keys), *script_keys, *args[name])
             per_call[name].append((time.perf_counter() - t0) * 1e6 / calls)
         ratios.append(per_call["new"][-1] / per_call["old"][-1])
     return {
@@ -185,7 +201,9 @@ def run(runs: int, tasks: int, ref: str) -> dict[str, Any]:
             order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
                 script, limits, k = VARIANTS[name]
-                samples[name].append(measure(r, keys, sha[script], tasks, limits, k, None))
+                samples[name].append(
+                    measure(r, keys, sha[script], tasks, limits, k, None, old=script == "old")
+                )
             held = '{"rate":1,"period_ms":3600000,"burst":1}'
             r.hset(keys.limits, TYPE, held)
             samples[HELD].append(measure(r, keys, sha["new"], tasks, held, 16, 1 + tasks // 4))

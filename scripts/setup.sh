@@ -8,30 +8,55 @@ cd "$(dirname "$0")/.."
 # TASKSCALE_SETUP_KUBE=0: skip the Kubernetes build (the demo needs none of it).
 # TASKSCALE_SETUP_E2E=1: also what the end-to-end suite needs: the Docker
 # engine (images), containerd + runc + CNI plugins (the local kubelet),
-# debootstrap (the base image), prometheus (scenario 3), busybox-static (the
-# node test's image) and the node binaries (kubelet, scheduler, kube-proxy).
+# debootstrap (the base image), busybox-static (the node test's image) and
+# the node binaries (kubelet, scheduler, kube-proxy).
 # chromium + chromium-driver: the dashboard's browser tests (Selenium drives
 # the system browser; nothing is downloaded at test time).
-APT_PACKAGES=(redis-server chromium chromium-driver)
+# prometheus: its promtool checks the alert rules (tests/chart/test_alerts.py,
+# part of `make test`); e2e scenario 3 runs its server.
+APT_PACKAGES=(redis-server chromium chromium-driver prometheus)
 if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
   APT_PACKAGES+=(openssl)
 fi
 if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
   APT_PACKAGES+=(docker.io containerd runc containernetworking-plugins iptables
-                 debootstrap prometheus busybox-static)
+                 debootstrap busybox-static)
 fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
+sudo_cmd=""; [[ $(id -u) == 0 ]] || sudo_cmd="sudo"
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]} (apt)"
   export DEBIAN_FRONTEND=noninteractive
-  sudo_cmd=""; [[ $(id -u) == 0 ]] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+  # prometheus without its Recommends: prometheus-node-exporter would be one
+  # more daemon listening on every interface (:9100).
+  plain=() lean=()
+  for pkg in "${missing[@]}"; do
+    if [[ $pkg == prometheus ]]; then lean+=("$pkg"); else plain+=("$pkg"); fi
+  done
+  if ((${#plain[@]})); then
+    $sudo_cmd apt-get install -y -qq "${plain[@]}" >/dev/null
+  fi
+  if ((${#lean[@]})); then
+    $sudo_cmd apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
+  fi
 fi
 # The Debian package starts a system redis on 6379; the tests start their own.
+# Its prometheus package starts a server listening on every interface (:9090)
+# where an init system runs services; the tests start their own on loopback,
+# so a server this script installed is stopped and disabled at once.
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  if [[ -d /run/systemd/system ]]; then
+    $sudo_cmd systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  elif [[ -x /etc/init.d/prometheus ]]; then
+    $sudo_cmd invoke-rc.d prometheus stop >/dev/null 2>&1 || true
+    $sudo_cmd update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+  echo "setup: prometheus installed for promtool; its system service is stopped and disabled"
+fi
 
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then

@@ -23,6 +23,11 @@ _CLOCK = "return redis.call('TIME')"
 #: A delayed task due longer ago than this counts as overdue in the status.
 OVERDUE_GRACE_MS = 2000
 
+#: While schedulers are alive, a type whose earliest due delayed task is
+#: overdue by more than this is a warning: a stuck or lagging scheduler (a
+#: live one promotes a due task within milliseconds).
+OVERDUE_WARN_S = 30.0
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -64,12 +69,13 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         pipe.zcard(keys.delayed(name))
         pipe.llen(keys.dead(name))
         pipe.zcount(keys.delayed(name), "-inf", now_ms - OVERDUE_GRACE_MS)
+        pipe.zrange(keys.delayed(name), 0, 0, withscores=True)  # the earliest due
         pipe.hgetall(keys.stats(name))
     for worker_id, _ in workers:
         pipe.hgetall(keys.worker(_text(worker_id)))
     pipe.zrangebyscore(keys.schedulers, now_ms, "+inf")
     *replies, schedulers = pipe.execute()
-    per_type = PRIORITY_LEVELS + 4
+    per_type = PRIORITY_LEVELS + 5
     active_by = {_text(k): _int(v) for k, v in active.items()}
     idle_by = {_text(k): float(v) for k, v in idle.items()}
     types: dict[str, Any] = {}
@@ -85,6 +91,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
             "failed": stats.get("failed", 0),
             "dead": chunk[PRIORITY_LEVELS + 1],
             "overdue": chunk[PRIORITY_LEVELS + 2],
+            "oldest_overdue_s": _overdue_s(chunk[PRIORITY_LEVELS + 3], now_ms),
             "idle_since": idle_by.get(name),
             "stats": stats,
             "limits": _limits(limits.get(name)),
@@ -103,6 +110,13 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     }
     status["warnings"] = warnings(status, now_ms)
     return status
+
+
+def _overdue_s(earliest: list[tuple[Any, float]], now_ms: int) -> float:
+    """Seconds the earliest due delayed task is past its due time (0: none due)."""
+    if not earliest:
+        return 0.0
+    return max(0.0, (now_ms - float(earliest[0][1])) / 1000)
 
 
 #: Per-type numbers that add up across namespaces (a type normally lives in one).
@@ -133,6 +147,7 @@ def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[s
                 continue
             for field in _SUMMED:
                 have[field] += t[field]
+            have["oldest_overdue_s"] = max(have["oldest_overdue_s"], t["oldest_overdue_s"])
             have["idle_since"] = max(
                 (x for x in (have["idle_since"], t["idle_since"]) if x is not None), default=None
             )
@@ -145,7 +160,8 @@ def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[s
 
 def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
     """What would stall silently: overdue delayed tasks with no scheduler
-    alive, ready tasks of a type no live worker serves."""
+    alive, or overdue by more than :data:`OVERDUE_WARN_S` while schedulers
+    are alive (stuck or lagging), ready tasks of a type no live worker serves."""
     found: list[str] = []
     served = {
         t
@@ -160,6 +176,20 @@ def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
             found.append(
                 f"delayed tasks are overdue and no scheduler is alive: {listed}; "
                 "delayed tasks and retries only become ready when `taskscale scheduler` runs"
+            )
+    else:
+        late = {
+            n: t["oldest_overdue_s"]
+            for n, t in status["types"].items()
+            if t["oldest_overdue_s"] > OVERDUE_WARN_S
+        }
+        if late:
+            listed = ", ".join(f"{n} (by {s:.0f} s)" for n, s in sorted(late.items()))
+            alive = len(status["schedulers"])
+            found.append(
+                f"delayed tasks are overdue by more than {OVERDUE_WARN_S:g} s although "
+                f"{alive} scheduler(s) are alive: {listed}; a scheduler may be stuck or "
+                "unable to keep up (its log, its taskscale_scheduler_* metrics)"
             )
     for name, t in sorted(status["types"].items()):
         if t["queued"] and name not in served:

@@ -252,7 +252,13 @@ class Worker:
         with self._claim_lock:  # a reconcile must not see a claim between script and tally
             reply = self._scripts.claim(
                 keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
-                args=[self.keys.prefix, self.id, free, *pool.rotated_types()],
+                args=[
+                    self.keys.prefix,
+                    self.id,
+                    free,
+                    self.settings.dead_letter_cap,  # an envelope it can't take is a dead letter
+                    *pool.rotated_types(),
+                ],
                 client=self.redis,
             )
             return self._received(pool, free, reply)

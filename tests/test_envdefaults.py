@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskscale.cli import build_parser
+from taskscale.envdefaults import COMMAND_LINE_ONLY
 
 
 def parse(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *argv: str) -> object:
@@ -48,3 +49,32 @@ def test_a_bad_env_value_is_refused_like_the_flag(
 def test_demo_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     args = parse(monkeypatch, {"TASKSCALE_REDIS_URL": "redis://prod:6379/0"}, "demo")
     assert args.redis_url is None  # the demo starts its own Redis
+
+
+def test_destructive_flags_come_from_the_command_line_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = {"TASKSCALE_FORCE": "1", "TASKSCALE_DELAYED": "yes", "TASKSCALE_NAMESPACE": "jobs"}
+    forget = parse(monkeypatch, env, "types", "forget", "t")
+    assert forget.force is False and forget.namespace == "jobs"  # the rest still applies
+    purge = parse(monkeypatch, env, "queue", "purge", "t")
+    assert purge.delayed is False and purge.namespace == "jobs"
+    assert parse(monkeypatch, env, "types", "forget", "t", "--force").force is True
+    assert parse(monkeypatch, env, "queue", "purge", "t", "--delayed").delayed is True
+
+
+def test_every_command_line_only_flag_names_a_real_option() -> None:
+    """A renamed subcommand or flag must not silently drop out of the list."""
+    import argparse
+
+    def subparser(path: tuple[str, ...]) -> argparse.ArgumentParser:
+        parser = build_parser()
+        for name in path:
+            [subs] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            parser = subs.choices[name]
+        return parser
+
+    assert COMMAND_LINE_ONLY
+    for path, options in COMMAND_LINE_ONLY.items():
+        declared = {o for a in subparser(path)._actions for o in a.option_strings}
+        assert options <= declared, (path, options - declared)

@@ -86,6 +86,7 @@ def empty_row() -> dict[str, Any]:
         "failed": 0,
         "dead": 0,
         "overdue": 0,
+        "oldest_overdue_s": 0.0,
         "idle_since": None,
         "claimed": 0,
         "wait_ms": 0,

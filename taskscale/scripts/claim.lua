@@ -20,7 +20,10 @@
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  W, the worker id
 -- ARGV[3]  k, the most tasks to claim (the worker's free threads)
--- ARGV[4..] the task types W serves, the one to favour first
+-- ARGV[4]  the most records a dead:T list keeps (0 = no cap), as fail.lua's
+--          ARGV[12]: the oldest beyond it are dropped, counted in stats
+--          "dead_dropped"
+-- ARGV[5..] the task types W serves, the one to favour first
 --
 -- Returns {status, now_ms, held, T1, id1, envelope1, T2, id2, envelope2, ...};
 -- status is "ok", or "unregistered" (nothing claimed; no "held") when W holds
@@ -29,9 +32,10 @@
 -- ready tasks but no token, and the ms until their next token (a worker
 -- should not wait on their wake lists before then, and claim again then).
 -- An envelope that does not decode, lacks an id, names another type or
--- repeats an id W already holds goes to dead:T with the reason.
+-- repeats an id W already holds goes to dead:T with the reason (under the
+-- cap of ARGV[4], like any dead letter).
 
-local prefix, worker, k = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_exact = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000  -- ms, to the µs
@@ -42,11 +46,12 @@ if not lease or tonumber(lease) < now then
 end
 
 --! include lib/limits.lua
+--! include lib/dead_letter.lua
 
-local ntypes = #ARGV - 3
+local ntypes = #ARGV - 4
 local types = {}
 for i = 1, ntypes do
-    types[i] = ARGV[i + 3]
+    types[i] = ARGV[i + 4]
 end
 
 -- budget[T]: how many more T may be claimed now (math.huge = unlimited).
@@ -81,8 +86,7 @@ local out = {'ok', now, ''}
 local claimed, waited, deadn = {}, {}, {}
 
 local function dead_letter(ttype, env, reason)
-    redis.call('RPUSH', prefix .. 'dead:' .. ttype,
-        cjson.encode({envelope = env, error = reason, failed_ms = now}))
+    dead_push(ttype, cjson.encode({envelope = env, error = reason, failed_ms = now}), dead_cap)
     deadn[ttype] = (deadn[ttype] or 0) + 1
 end
 

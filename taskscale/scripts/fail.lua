@@ -38,6 +38,7 @@ local WAKE_CAP = 64
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
 --! include lib/limits.lua
+--! include lib/dead_letter.lua
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then
@@ -73,15 +74,9 @@ local record = {envelope = envelope, error = ARGV[7], failed_ms = now}
 if ARGV[13] and ARGV[13] ~= '' then
     record.traceback = ARGV[13]
 end
-local dkey = prefix .. 'dead:' .. ttype
-local kept = redis.call('RPUSH', dkey, cjson.encode(record))
+dead_push(ttype, cjson.encode(record), ARGV[12])
 redis.call('HINCRBY', skey, 'dead', 1)
 unique_release(envelope)
-local cap = tonumber(ARGV[12] or '0') or 0
-if cap > 0 and kept > cap then
-    redis.call('LTRIM', dkey, kept - cap, -1)
-    redis.call('HINCRBY', skey, 'dead_dropped', kept - cap)
-end
 local reply_key = ARGV[8]
 if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
     redis.call('RPUSH', reply_key, ARGV[10])

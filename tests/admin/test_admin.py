@@ -40,7 +40,7 @@ def claim(r: redis.Redis, keys: Keys, k: int, *types: str) -> list[dict[str, Any
     heartbeat(r, keys)
     reply = scripts_for(r).claim(
         keys=[keys.active, keys.workers, keys.inflight(W)],
-        args=[keys.prefix, W, k, *types],
+        args=[keys.prefix, W, k, 0, *types],
         client=r,
     )
     return [json.loads(reply[i + 2]) for i in range(3, len(reply), 3)]

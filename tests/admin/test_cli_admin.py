@@ -16,8 +16,11 @@ from taskscale.producer import Producer
 pytestmark = pytest.mark.integration
 
 
-def run(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+def run(
+    url: str, *argv: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, TASKSCALE_REDIS_URL=url, TASKSCALE_NAMESPACE="taskscale")
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "taskscale.cli", *argv],
         env=env,
@@ -85,3 +88,27 @@ def test_delayed_run_and_types_forget(redis_url: str, r: redis.Redis) -> None:
     assert r.llen(keys.queue("t")) == 1
     assert run(redis_url, "types", "forget", "t", "--force").returncode == 0
     assert not r.sismember(keys.types, "t") and r.llen(keys.queue("t")) == 0
+
+
+def test_destructive_flags_are_never_taken_from_the_environment(
+    redis_url: str, r: redis.Redis
+) -> None:
+    """Every other option may come from TASKSCALE_<OPTION> (here the URL and
+    namespace do); an exported TASKSCALE_FORCE=1 or TASKSCALE_DELAYED=1 must
+    not turn an ordinary command into a wider deletion."""
+    keys = Keys("taskscale")
+    producer = Producer(r, keys=keys)
+    producer.enqueue("t", 1)
+    producer.enqueue("t", 2, delay=3600)
+    exported = {"TASKSCALE_FORCE": "1", "TASKSCALE_DELAYED": "1"}
+
+    refused = run(redis_url, "types", "forget", "t", extra_env=exported)
+    assert refused.returncode == 2 and "--force deletes them" in refused.stderr
+    assert r.sismember(keys.types, "t")
+    purged = run(redis_url, "queue", "purge", "t", extra_env=exported)
+    assert purged.returncode == 0 and "purged 1 ready task(s)" in purged.stdout
+    assert r.zcard(keys.delayed("t")) == 1  # the delayed task is kept
+
+    # on the command line they still act
+    assert run(redis_url, "types", "forget", "t", "--force", extra_env=exported).returncode == 0
+    assert not r.sismember(keys.types, "t") and r.zcard(keys.delayed("t")) == 0

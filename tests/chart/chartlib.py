@@ -184,3 +184,37 @@ def adopt_crd_if_present(api: Any, release: str, namespace: str) -> bool:
             return False
         raise
     return True
+
+
+def kubectl(cluster: Any, *args: str, stdin: str | None = None) -> str:
+    """Run the built kubectl against ``cluster`` (a KubeCluster); its stdout.
+    A non-zero exit fails the test with kubectl's stderr."""
+    from e2e.cluster.localcluster import ensure_binaries
+
+    binary = ensure_binaries().kube("kubectl")
+    result = subprocess.run(
+        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def ensure_taskscaler_crd(cluster: Any) -> None:
+    """The TaskScaler CRD, created from deploy/crd if absent (one left by an
+    uninstalled release is kept and used), and established."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    with cluster.api_client() as api:
+        try:
+            client.ApiextensionsV1Api(api).read_custom_resource_definition(CRD_NAME)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            kubectl(cluster, "create", "-f", str(REPO / "deploy/crd/taskscaler.yaml"))
+    kubectl(cluster, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")

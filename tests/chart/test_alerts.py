@@ -4,6 +4,7 @@ tunable from values, and built only on series some taskscale process exports."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,10 +20,19 @@ RULE_TESTS = Path(__file__).with_name("alerts-test.yaml")
 DASHBOARD = REPO / "deploy/grafana/taskscale.json"
 
 
+#: Why the promtool tests cannot run; under CI (``CI`` set) a failure, not a skip.
+NO_PROMTOOL = (
+    "promtool is not on PATH: run scripts/setup.sh, which installs Debian's "
+    "prometheus package (it provides promtool)"
+)
+
+
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("promtool")
     if binary is None:
-        pytest.skip("promtool not installed (scripts/setup.sh installs Debian's prometheus)")
+        if os.environ.get("CI"):
+            pytest.fail(f"{NO_PROMTOOL}; CI must run the alert rule checks")
+        pytest.skip(NO_PROMTOOL)
     return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120)
 
 
@@ -44,6 +54,9 @@ def test_alert_rule_unit_tests_pass() -> None:
         "TaskscaleNoScheduler",
         "TaskscaleDelayedTasksOverdue",
         "TaskscaleDeadLetterGrowth",
+        "TaskscaleNoLeader",
+        "TaskscaleWorkStuckAtZero",
+        "TaskscaleKubernetesApiErrors",
     } <= tested
 
 
@@ -84,6 +97,67 @@ def test_thresholds_and_runbook_base_come_from_values(tmp_path: Path) -> None:
         by_name["TaskscaleNoScheduler"]["annotations"]["runbook_url"]
         == "https://wiki.example.com/taskscale#runbook-taskscalenoscheduler"
     )
+
+
+#: alert -> the values key of its `for:` duration (every alert with a `for:`).
+FOR_KEYS = {
+    "TaskscaleNoLeader": "noLeaderFor",
+    "TaskscaleSeveralLeaders": "severalLeadersFor",
+    "TaskscaleRedisUnreadable": "redisErrorsFor",
+    "TaskscaleKubernetesApiErrors": "kubeApiErrorsFor",
+    "TaskscaleReconcileSlow": "reconcileSlowFor",
+    "TaskscaleWorkStuckAtZero": "stuckAtZeroFor",
+    "TaskscaleAtMaxReplicasWithBacklog": "atMaxFor",
+    "TaskscaleNoScheduler": "noSchedulerFor",
+    "TaskscaleDelayedTasksOverdue": "overdueFor",
+    "TaskscaleTaskFailures": "taskFailuresFor",
+}
+#: alert -> (values key, a value no default uses) of the threshold its expr compares with.
+THRESHOLD_KEYS = {
+    "TaskscaleRedisUnreadable": ("redisErrorsPerSecond", 0.37),
+    "TaskscaleKubernetesApiErrors": ("kubeApiErrorsPerSecond", 0.42),
+    "TaskscaleReconcileSlow": ("reconcileP99Seconds", 7.5),
+    "TaskscaleAtMaxReplicasWithBacklog": ("backlogAtMax", 41),
+    "TaskscaleDelayedTasksOverdue": ("overdueSeconds", 301),
+    "TaskscaleTaskFailures": ("taskFailureRatio", 0.27),
+    "TaskscaleDeadLetterGrowth": ("deadLetters", 43),
+}
+
+
+def test_every_for_duration_threshold_and_window_comes_from_values(tmp_path: Path) -> None:
+    """No alert keeps a hard-coded duration or threshold: each one set in
+    values (to numbers no default uses) shows up in its own alert."""
+    durations = {key: f"{n}m" for n, key in enumerate(FOR_KEYS.values(), start=101)}
+    thresholds = {key: value for key, value in THRESHOLD_KEYS.values()}
+    windows = {"taskFailuresWindow": "77m", "deadLettersWindow": "88m"}
+    values = tmp_path / "values.yaml"
+    tuned = {"enabled": True, "thresholds": {**durations, **thresholds, **windows}}
+    values.write_text(yaml.safe_dump({"metrics": {"prometheusRule": tuned}}))
+    rule = one(render(values_files=[values]), "PrometheusRule")
+    by_name = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {name for name, r in by_name.items() if "for" in r} == set(FOR_KEYS)
+    for alert, key in FOR_KEYS.items():
+        assert by_name[alert]["for"] == durations[key], alert
+    for alert, (_, value) in THRESHOLD_KEYS.items():
+        assert re.search(rf"> {value}\)?\s*$", by_name[alert]["expr"]), (
+            alert,
+            by_name[alert]["expr"],
+        )
+    failures = by_name["TaskscaleTaskFailures"]["expr"]
+    assert failures.count("[77m]") == 3 and "[15m]" not in failures
+    assert "[88m]" in by_name["TaskscaleDeadLetterGrowth"]["expr"]
+    # the descriptions say the tuned durations, not the defaults
+    assert "for 101m" in by_name["TaskscaleNoLeader"]["annotations"]["description"]
+    assert "in the last 77m" in by_name["TaskscaleTaskFailures"]["annotations"]["description"]
+
+
+def test_every_threshold_in_values_is_read_by_an_alert() -> None:
+    """values.yaml lists no threshold the rule ignores (a renamed key would)."""
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    listed = set(defaults["metrics"]["prometheusRule"]["thresholds"])
+    template = (CHART / "templates/prometheusrule.yaml").read_text()
+    used = set(re.findall(r"\$t\.(\w+)", template))
+    assert listed == used, (listed - used, used - listed)
 
 
 def exported_names() -> set[str]:

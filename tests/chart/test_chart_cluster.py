@@ -15,7 +15,6 @@ PrometheusRule objects, so for those two only the envelope is checked.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +26,10 @@ from chartlib import (
     CHART,
     CI_VALUES,
     CRD_NAME,
-    REPO,
     adopt_crd_if_present,
+    ensure_taskscaler_crd,
     helm,
+    kubectl,
     render,
     service_account_token,
 )
@@ -42,35 +42,14 @@ pytestmark = pytest.mark.kube
 MONITORING_STANDINS = Path(__file__).with_name("monitoring-crds.yaml")
 
 
-def kubectl(cluster: KubeCluster, *args: str, stdin: str | None = None) -> str:
-    from e2e.cluster.localcluster import ensure_binaries
-
-    binary = ensure_binaries().kube("kubectl")
-    result = subprocess.run(
-        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def crds(kube_cluster: KubeCluster) -> None:
     """The TaskScaler CRD and the monitoring stand-ins, established."""
     kubectl(
         kube_cluster, "apply", "--server-side", "--force-conflicts", "-f", str(MONITORING_STANDINS)
     )
-    if not _crd_exists(kube_cluster):
-        kubectl(kube_cluster, "create", "-f", str(REPO / "deploy/crd/taskscaler.yaml"))
-    for name in (
-        CRD_NAME,
-        "servicemonitors.monitoring.coreos.com",
-        "prometheusrules.monitoring.coreos.com",
-    ):
+    ensure_taskscaler_crd(kube_cluster)
+    for name in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"):
         kubectl(kube_cluster, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
 
 
@@ -176,6 +155,16 @@ def test_helm_install_and_upgrade_with_examples(
                 f"{release}-taskscale-example-worker", kube_namespace
             )
             assert worker.spec.replicas == 0
+            # The scheduler is part of every install (on by default, 2 replicas),
+            # on the examples' Redis: without it delayed tasks and retries stall.
+            scheduler = apps.read_namespaced_deployment(
+                f"{release}-taskscale-scheduler", kube_namespace
+            )
+            assert scheduler.spec.replicas == 2
+            [container] = scheduler.spec.template.spec.containers
+            assert container.command == ["taskscale", "scheduler"]
+            scheduler_env = {e.name: e.value for e in container.env}
+            assert scheduler_env["TASKSCALE_REDIS_URL"] == "redis://redis.invalid:6379/0"
             # The autoscaler's change survives an upgrade (three-way merge).
             apps.patch_namespaced_deployment_scale(
                 f"{release}-taskscale-example-worker", kube_namespace, {"spec": {"replicas": 2}}
@@ -205,6 +194,10 @@ def test_helm_install_and_upgrade_with_examples(
                 f"{release}-taskscale-example-worker", kube_namespace
             )
             assert worker.spec.replicas == 2
+            scheduler = client.AppsV1Api(api).read_namespaced_deployment(
+                f"{release}-taskscale-scheduler", kube_namespace
+            )
+            assert scheduler.spec.replicas == 2
             crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(CRD_NAME)
             assert crd.metadata is not None and crd.metadata.annotations is not None
             assert crd.metadata.annotations["meta.helm.sh/release-name"] == release

@@ -101,6 +101,8 @@ def test_values_schema_rejects_wrong_types_and_ranges() -> None:
         ("controller.logLevel", "verbose"),
         ("image.pullPolicy", "Sometimes"),
         ("examples.taskScaler.maxReplicas", "0"),
+        ("metrics.prometheusRule.thresholds.noLeaderFor", "five"),  # not a Prometheus duration
+        ("metrics.prometheusRule.thresholds.kubeApiErrorsPerSecond", "-1"),
     ]:
         result = helm(
             "template",

@@ -225,6 +225,39 @@ def test_unreachable_redis_holds_replicas_reports_and_counts_every_attempt(
     ) == float(FAST_RETRIES.attempts)
 
 
+def test_demand_listener_errors_count_for_every_scaler_of_that_redis_only(
+    reconciler: Reconciler, redis_url: str
+) -> None:
+    """The listener the reconciler itself opens per Redis counts each of its
+    failures as an ``operation="demand"`` error of the scalers on that Redis
+    (the counter once stayed 0 while the log repeated the listener's errors)."""
+    on_stopped, on_healthy = scaler(), dataclasses.replace(scaler(), name="thumbs")
+
+    def demand_errors(config: ScalerConfig) -> float:
+        labels = {"operation": "demand", **split(config.key)}
+        return reconciler.metrics.sample("taskscale_redis_errors_total", labels) or 0.0
+
+    with RedisServer() as server:
+        reconciler.upsert(on_stopped, actuator=MemoryActuator(replicas=0), redis_url=server.url)
+        reconciler.upsert(on_healthy, actuator=MemoryActuator(replicas=0), redis_url=redis_url)
+        assert reconciler.wait_listening(10)
+        assert demand_errors(on_stopped) == 0.0 and demand_errors(on_healthy) == 0.0
+
+        server.stop()  # the subscribed connection drops; every resubscription is refused
+        wait_until(
+            lambda: demand_errors(on_stopped) >= 2,
+            timeout=30,
+            what="the demand listener's failures counted",
+        )
+    assert demand_errors(on_healthy) == 0.0
+    assert (
+        reconciler.metrics.sample(
+            "taskscale_redis_errors_total", {"operation": "observe", **split(on_stopped.key)}
+        )
+        == 0.0
+    )  # no pass ran: only the listener saw the outage
+
+
 def test_failed_pass_is_retried_after_a_backoff_not_the_poll_interval(
     reconciler: Reconciler,
 ) -> None:

@@ -100,6 +100,19 @@ def test_dead_letter_cap_keeps_the_newest(
     assert int(r.hget(keys.stats("explode"), "dead_dropped") or 0) == 3
 
 
+def test_dead_letter_cap_also_bounds_envelopes_the_claim_cannot_take(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    r.rpush(keys.queue("explode"), *(f"not json {n}" for n in range(5)))
+    with running_worker(redis_url, ("explode",), threads=1, registry=registry(), dead_letter_cap=2):
+        wait_until(lambda: int(r.hget(keys.stats("explode"), "dead") or 0) == 5)
+    assert [json.loads(d)["envelope"] for d in r.lrange(keys.dead("explode"), 0, -1)] == [
+        "not json 3",
+        "not json 4",
+    ]
+    assert int(r.hget(keys.stats("explode"), "dead_dropped") or 0) == 3
+
+
 def test_worker_imports_a_task_module_from_the_current_directory(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer, tmp_path: Path
 ) -> None:

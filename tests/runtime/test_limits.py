@@ -32,7 +32,7 @@ def claim(r: redis.Redis, keys: Keys, k: int, *types: str) -> tuple[str, list[di
     """(held header, claimed envelopes) of one claim as a worker makes it."""
     reply = scripts_for(r).claim(
         keys=[keys.active, keys.workers, keys.inflight(W), keys.limits],
-        args=[keys.prefix, W, k, *types],
+        args=[keys.prefix, W, k, 0, *types],
         client=r,
     )
     assert reply[0] == b"ok", reply

@@ -120,7 +120,7 @@ def test_scheduler_reaps_workers_whose_lease_expired(
     producer.enqueue("a")
     scripts.claim(
         keys=[keys.active, keys.workers, keys.inflight("gone")],
-        args=[keys.prefix, "gone", 1, "a"],
+        args=[keys.prefix, "gone", 1, 0, "a"],
         client=r,
     )
     assert r.hget(keys.active, "a") == b"1"

@@ -53,7 +53,7 @@ def test_metrics_count_promotions_reaps_and_heartbeats(
     producer.enqueue("a")
     scripts.claim(
         keys=[keys.active, keys.workers, keys.inflight("gone")],
-        args=[keys.prefix, "gone", 1, "a"],
+        args=[keys.prefix, "gone", 1, 0, "a"],
         client=r,
     )
     for _ in range(3):

@@ -25,10 +25,12 @@ def heartbeat(r: redis.Redis, keys: Keys, worker: str = W, lease_ms: int = 10_00
     )
 
 
-def claim(r: redis.Redis, keys: Keys, k: int, *types: str, worker: str = W) -> list[dict[str, Any]]:
+def claim(
+    r: redis.Redis, keys: Keys, k: int, *types: str, worker: str = W, dead_cap: int = 0
+) -> list[dict[str, Any]]:
     reply = scripts_for(r).claim(
         keys=[keys.active, keys.workers, keys.inflight(worker)],
-        args=[keys.prefix, worker, k, *types],
+        args=[keys.prefix, worker, k, dead_cap, *types],
         client=r,
     )
     assert reply[0] == b"ok", reply
@@ -209,7 +211,9 @@ def test_claim_refuses_a_worker_without_a_live_lease(
 ) -> None:
     producer.enqueue("a")
     reply = scripts_for(r).claim(
-        keys=[keys.active, keys.workers, keys.inflight(W)], args=[keys.prefix, W, 1, "a"], client=r
+        keys=[keys.active, keys.workers, keys.inflight(W)],
+        args=[keys.prefix, W, 1, 0, "a"],
+        client=r,
     )
     assert reply[0] == b"unregistered"
     assert r.llen(keys.queue("a")) == 1 and active(r, keys, "a") == 0
@@ -228,6 +232,20 @@ def test_claim_dead_letters_undecodable_envelopes_and_keeps_claiming(
     assert "not a JSON object" in dead[0]["error"]
     assert "does not match" in dead[1]["error"]
     assert stat(r, keys, "a", "dead") == 2 and active(r, keys, "a") == 1
+
+
+def test_claim_dead_letters_under_the_cap_and_counts_what_it_drops(
+    r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    heartbeat(r, keys)
+    r.rpush(keys.dead("a"), json.dumps({"envelope": "{}", "error": "older", "failed_ms": 1}))
+    r.rpush(keys.queue("a"), b"bad 1", b"bad 2", b"bad 3")
+    good = producer.enqueue("a")
+    got = claim(r, keys, 1, "a", dead_cap=2)
+    assert [t["id"] for t in got] == [good]
+    kept = [json.loads(d)["envelope"] for d in r.lrange(keys.dead("a"), 0, -1)]
+    assert kept == ["bad 2", "bad 3"]  # the newest two, as fail.lua keeps them
+    assert stat(r, keys, "a", "dead") == 3 and stat(r, keys, "a", "dead_dropped") == 2
 
 
 def test_claim_measures_queue_wait_on_the_redis_clock(
@@ -433,3 +451,5 @@ def test_every_script_is_sent_to_redis_self_contained() -> None:
     assert "local function fanout_final" in script_source("fail")
     assert "local function back_to_head" in script_source("reap")
     assert "local function back_to_head" in script_source("requeue")
+    assert "local function dead_push" in script_source("fail")
+    assert "local function dead_push" in script_source("claim")

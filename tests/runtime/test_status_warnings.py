@@ -1,8 +1,11 @@
 """`taskscale status` says what would otherwise stall silently: overdue
-delayed tasks with no scheduler alive, ready tasks no live worker serves."""
+delayed tasks with no scheduler alive, or overdue beyond a threshold while
+one is (stuck or lagging), ready tasks no live worker serves."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 
 import pytest
@@ -10,10 +13,11 @@ import redis
 from rthelpers import running_worker
 from waiting import wait_until
 
+from taskscale.cli import main
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.scheduler import Scheduler, SchedulerSettings
-from taskscale.status import collect, render
+from taskscale.status import OVERDUE_WARN_S, collect, render
 
 pytestmark = pytest.mark.integration
 
@@ -63,6 +67,46 @@ def test_a_running_scheduler_is_listed_and_silences_the_warning(
         scheduler.stop()
         thread.join(10)
     assert collect(r, keys)["schedulers"] == []  # a clean stop deregisters at once
+
+
+def test_overdue_beyond_the_threshold_while_a_scheduler_is_alive_is_a_warning(
+    redis_url: str,
+    r: redis.Redis,
+    keys: Keys,
+    producer: Producer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A scheduler that heartbeats but does not promote (stuck, or far behind):
+    its heartbeat silences the no-scheduler warning, not the overdue one."""
+    stuck = Scheduler(r, keys=keys, settings=SchedulerSettings(lease_s=600))
+    assert stuck.beat() == 1  # alive, and never runs a promotion
+    producer.enqueue("report", delay=3600)
+    producer.enqueue("mail", delay=3600)
+    make_overdue(r, keys, "mail", by_ms=int(OVERDUE_WARN_S * 1000) - 10_000)  # within it
+    status = collect(r, keys)
+    assert status["types"]["mail"]["overdue"] == 1
+    assert OVERDUE_WARN_S - 11 < status["types"]["mail"]["oldest_overdue_s"] < OVERDUE_WARN_S
+    assert status["warnings"] == []  # a live scheduler may not have reached it yet
+
+    make_overdue(r, keys, "report", by_ms=95_000)
+    status = collect(r, keys)
+    assert 95 <= status["types"]["report"]["oldest_overdue_s"] < 105
+    expected = re.compile(
+        rf"delayed tasks are overdue by more than {OVERDUE_WARN_S:g} s although 1 "
+        r"scheduler\(s\) are alive: report \(by (9[5-9]|10[0-4]) s\); a scheduler may be stuck"
+    )  # "mail" (within the threshold) is not listed
+    [warning] = status["warnings"]
+    assert expected.match(warning), warning
+
+    assert main(["status", "--redis-url", redis_url]) == 0
+    text = capsys.readouterr().out
+    warned = [line[len("WARNING: ") :] for line in text.splitlines() if "WARNING" in line]
+    assert len(warned) == 1 and expected.match(warned[0]), text
+    assert main(["status", "--redis-url", redis_url, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["warnings"]) == 1 and expected.match(doc["warnings"][0]), doc["warnings"]
+    assert doc["schedulers"] == [stuck.id]
+    assert doc["types"]["report"]["oldest_overdue_s"] >= 95
 
 
 def test_a_killed_scheduler_drops_out_when_its_lease_ends(r: redis.Redis, keys: Keys) -> None:
