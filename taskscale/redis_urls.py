@@ -99,11 +99,37 @@ def check_url(url: str) -> None:
     _checked(url, {}, dry=True)
 
 
+def _userinfo(url: str) -> tuple[str, str, str, str] | None:
+    """``(scheme://, user, password, rest)`` when ``url`` has ``user:password@``
+    before its last ``@``, read loosely (no ``://`` needed, any character in the
+    password), so that even a malformed URL's password can be hidden."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hosts = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return None
+    user, _, password = userinfo.partition(":")
+    return scheme + sep, user, password, hosts
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password shown as ``***``, also when it is too malformed
+    for :func:`~taskscale.logs.redact` (no ``://``, a ``/`` in the password):
+    everything between the user's ``:`` and the last ``@`` is hidden (an ``@``
+    further on, e.g. in a query value, hides more than needed, never less)."""
+    parts = _userinfo(url)
+    if parts is not None:
+        prefix, user, _, hosts = parts
+        url = f"{prefix}{user}:***@{hosts}"
+    return redact(url)
+
+
 def _checked(url: str, options: dict[str, Any], *, dry: bool) -> RedisClient | None:
     try:
         return _build(url, options, dry=dry)
     except ValueError as exc:
-        raise ValueError(f"invalid Redis URL {redact(url)!r}: {exc}") from None
+        raise ValueError(f"invalid Redis URL {mask_url(url)!r}: {exc}") from None
 
 
 def _build(url: str, options: dict[str, Any], *, dry: bool) -> RedisClient | None:
@@ -111,6 +137,10 @@ def _build(url: str, options: dict[str, Any], *, dry: bool) -> RedisClient | Non
     scheme = scheme.lower()
     if not sep or scheme not in SCHEMES:
         raise ValueError(f"the scheme must be one of {', '.join(s + '://' for s in SCHEMES)}")
+    loose = _userinfo(url)
+    if loose is not None and "=" not in loose[2] and any(c in loose[2] for c in "/?#"):
+        # urlsplit would end the host part there and quote pieces of the password
+        raise ValueError("percent-encode '/', '?' and '#' in the password (%2F, %3F, %23)")
     tls = scheme.startswith("rediss")
     kwargs = _query(url, tls=tls)
     if scheme in ("redis", "rediss", "unix"):
@@ -119,7 +149,12 @@ def _build(url: str, options: dict[str, Any], *, dry: bool) -> RedisClient | Non
         database = urlsplit(url).path.strip("/")  # redis-py would quietly use 0
         if scheme != "unix" and database and not database.isdigit():
             raise ValueError(f"database {database!r} is not a number")
-        port = urlsplit(url).port  # ValueError when not a number or out of range
+        try:
+            port = urlsplit(url).port
+        except ValueError as exc:  # its own text may quote a piece of a malformed password
+            raise ValueError(
+                "Port out of range 1-65535" if "range" in str(exc) else "the port is not a number"
+            ) from None
         if port == 0:
             raise ValueError("the port must be 1-65535")
         if dry:

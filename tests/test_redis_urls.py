@@ -3,7 +3,7 @@
 Nothing here needs a server: a plain or Sentinel client sends nothing until
 first use, and malformed URLs are refused before any connection.  (The
 clients talking to real clusters, sentinels and TLS servers are in
-tests/test_topologies.py.)
+tests/topology/, on the servers tests/topologies.py starts.)
 """
 
 from __future__ import annotations
@@ -95,6 +95,30 @@ def test_errors_never_show_the_password(url: str) -> None:
         check_url(url)
     assert "hunter2" not in str(info.value)
     assert "***" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis:/app:s3cr3t@127.0.0.1:6379/0",  # no "://": redact() finds no URL here
+        "redis//app:s3cr3t@127.0.0.1:6379/0",
+        "redis://app:s3cr/3t@127.0.0.1:6379/0",  # an unencoded "/": the "port" is "s3cr"
+        "redis://app:s3cr?3t@127.0.0.1:6379/0",
+        "redis+sentinel://app:s3cr/3t@127.0.0.1:26379/svc",
+    ],
+)
+def test_a_malformed_url_shows_no_piece_of_its_password(url: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_url(url)
+    message = str(info.value)
+    assert "s3cr" not in message and "3t@" not in message, message
+    assert "***@127.0.0.1" in message
+    if "://" in url:
+        assert "percent-encode" in message
+
+
+def test_a_query_value_with_an_at_sign_is_not_taken_for_a_password() -> None:
+    check_url("redis://127.0.0.1:6379/0?client_name=a:b/c@d")
 
 
 def test_log_masking_covers_every_scheme_and_query_passwords() -> None:

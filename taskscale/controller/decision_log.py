@@ -9,7 +9,10 @@ something new -- a scale, another desired count or reason, a problem -- so the
 timeline shows changes, not one identical line per poll.
 
 The scaler's Redis URL may come from a Secret, which only the caller resolves:
-:meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  Writing
+:meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  A
+scaler whose ``redis.namespace`` lists several namespaces (its types spread
+over shards) records in the *first* of the list (:func:`decisions_keys`), so
+the dashboard started on that namespace shows it.  Writing
 is best effort: a Redis error is logged once per scaler and never reaches
 the reconcile loop.  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
 """
@@ -30,6 +33,7 @@ from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
 
 log = logging.getLogger("taskscale.controller.decisions")
 
@@ -37,6 +41,12 @@ log = logging.getLogger("taskscale.controller.decisions")
 DECISIONS_CAP = 200
 #: How long a scaler that stopped reporting stays listed (1 day).
 KEEP_MS = 86_400_000
+
+
+def decisions_keys(key_namespace: str) -> Keys:
+    """Where the decisions of a scaler with ``redis.namespace`` = ``key_namespace``
+    are recorded: that namespace, or the first of a list (``"a,b,c"`` -> ``a``)."""
+    return Keys(ShardMap.parse(key_namespace).namespaces[0])
 
 
 def pass_record(outcome: PassOutcome) -> dict[str, Any]:
@@ -79,7 +89,7 @@ class DecisionLog:
             client = self._clients.get(redis_url)
             if client is None:
                 client = self._clients[redis_url] = connect(redis_url)
-            self._where[config.key] = (client, Keys(config.redis.key_namespace))
+            self._where[config.key] = (client, decisions_keys(config.redis.key_namespace))
 
     def forget(self, scaler_key: str) -> None:
         with self._lock:

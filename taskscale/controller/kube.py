@@ -70,6 +70,8 @@ from taskscale.controller.reconciler import (
     RetrySettings,
 )
 from taskscale.controller.scale_target import DeploymentActuator, make_actuator
+from taskscale.logs import redact
+from taskscale.redis_urls import check_url, mask_url
 
 __all__ = [
     "DELETION_COST",
@@ -283,22 +285,41 @@ class KubeController:
         self.reconciler.close()
 
     def handle(self, obj: Mapping[str, Any]) -> None:
-        """A TaskScaler was listed, added or changed: (re)register it."""
+        """A TaskScaler was listed, added or changed: (re)register it.
+
+        Never raises: whatever goes wrong with one TaskScaler is reported on
+        that object (Ready=False, a Warning Event) and the watch goes on to
+        the next, so one bad object cannot stall the others or readiness."""
         if self._stop.is_set():  # a watch still draining after stop(): ignore
             return
         key = _key(obj)
+        url: str | None = None
         try:
-            scaler = config_from_object(obj)
-        except InvalidSpec as exc:
+            try:
+                scaler = config_from_object(obj)
+            except InvalidSpec as exc:
+                self.reconciler.remove(key)
+                self.reporter.report_invalid(obj, EventReason.INVALID_SPEC, str(exc))
+                return
+            try:
+                url = self.redis_url(scaler)
+            except (ApiException, KeyError, ValueError) as exc:
+                self.reconciler.remove(key)
+                problem = _secret_problem(exc)
+                self.reporter.report_invalid(obj, EventReason.SECRET_UNAVAILABLE, problem)
+                return
+            self._register(obj, scaler, url)
+        except Exception as exc:  # a bug for one object must not stop the others
+            log.warning("TaskScaler %s not registered", key, exc_info=True)
             self.reconciler.remove(key)
-            self.reporter.report_invalid(obj, EventReason.INVALID_SPEC, str(exc))
-            return
-        try:
-            url = self.redis_url(scaler)
-        except (ApiException, KeyError, ValueError) as exc:
-            self.reconciler.remove(key)
-            self.reporter.report_invalid(obj, EventReason.SECRET_UNAVAILABLE, _secret_problem(exc))
-            return
+            message = f"the controller could not register it: {_one_line(exc, url)}"
+            try:
+                self.reporter.report_invalid(obj, EventReason.REGISTRATION_FAILED, message)
+            except Exception as report_exc:  # the API may be the problem: log, go on
+                log.warning("TaskScaler %s: problem not reported: %s", key, report_exc)
+
+    def _register(self, obj: Mapping[str, Any], scaler: ScalerConfig, url: str) -> None:
+        """Hand a valid TaskScaler to the reconciler and the decision log."""
         self.reporter.seed(obj)
         actuator = make_actuator(
             scaler,
@@ -312,7 +333,7 @@ class KubeController:
             self.decisions.bind(scaler, url)
             self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)
         except redis.RedisError as exc:  # a redis+cluster:// URL reads the slot map at once
-            self.reconciler.remove(key)  # tried again at the next re-list
+            self.reconciler.remove(scaler.key)  # tried again at the next re-list
             self.reporter.report_invalid(obj, EventReason.REDIS_UNREACHABLE, describe_error(exc))
 
     def handle_delete(self, key: str) -> None:
@@ -337,10 +358,25 @@ class KubeController:
         data = secret.data or {}
         if ref.secret_key not in data:
             raise KeyError(f"secret {ref.secret_name!r} has no key {ref.secret_key!r}")
-        url = base64.b64decode(data[str(ref.secret_key)]).decode("utf-8").strip()
-        if "://" not in url:
-            raise ValueError(f"secret {ref.secret_name!r} key {ref.secret_key!r} is not a URL")
+        where = f"secret {ref.secret_name!r} key {ref.secret_key!r}"
+        try:
+            url = base64.b64decode(data[str(ref.secret_key)]).decode("utf-8").strip()
+        except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            raise ValueError(f"{where} is not a UTF-8 text") from None
+        try:
+            check_url(url)  # the same check as spec.redis.url; the password masked
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         return url
+
+
+def _one_line(exc: BaseException, url: str | None) -> str:
+    """``exc`` as one line for a condition or an Event, passwords masked."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if url:
+        text = text.replace(url, mask_url(url))
+    return redact(text)
 
 
 def _secret_problem(exc: BaseException) -> str:

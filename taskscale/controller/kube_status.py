@@ -40,6 +40,7 @@ from taskscale.controller.status_doc import (
     ready_reason,
     status_differs,
 )
+from taskscale.logs import redact
 
 #: The logger of the controller's Kubernetes side (kube.py shares the name).
 log = logging.getLogger("taskscale.controller.kube")
@@ -110,6 +111,7 @@ class KubeReporter:
 
     def report_invalid(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
         """A TaskScaler the controller can't act on: Ready=False, a Warning Event."""
+        message = redact(message)  # a URL in it never shows its password
         self.seed(obj)
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
@@ -240,7 +242,7 @@ class KubeReporter:
                 uid=known.uid or None,
             ),
             reason=reason,
-            message=message[:1024],
+            message=redact(message)[:1024],
             type=kind,
             count=1,
             first_timestamp=now,

@@ -25,6 +25,9 @@ class EventReason:
     SCALE_FAILED = Problem.SCALE_FAILED
     INVALID_SPEC = "InvalidSpec"
     SECRET_UNAVAILABLE = "RedisSecretUnavailable"
+    #: An unexpected error while registering the TaskScaler (a bug): the
+    #: others go on; the message is the error's first line.
+    REGISTRATION_FAILED = "RegistrationFailed"
     RECOVERED = "Recovered"
     #: tasksPerReplica differs from the threads the target's worker pods run.
     THREADS_MISMATCH = "TasksPerReplicaMismatch"

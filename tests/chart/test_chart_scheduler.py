@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from chartlib import CHART, by_kind, helm, one, render
+import yaml
+from chartlib import CHART, KUBE_VERSION, by_kind, helm, one, render
 from kube_fixture import KubeCluster
 
 SCHEDULER = "ts-taskscale-scheduler"
@@ -126,3 +128,53 @@ def test_service_monitor_keeps_the_scalers_namespace_label() -> None:
     objects = render(values_files=[CHART / "ci/monitoring-values.yaml"])
     endpoint = one(objects, "ServiceMonitor")["spec"]["endpoints"][0]
     assert endpoint["honorLabels"] is True
+
+
+def scheduler_values(tmp_path: Path, **redis: str) -> Path:
+    """A values file (not --set, which would split a list at its commas)."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"scheduler": {"redis": redis}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("url", "namespace"),
+    [
+        ("redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/jobs/0", "jobs-0,jobs-1,jobs-3"),
+        ("rediss+cluster://10.0.0.1:7000,10.0.0.2:7000?ssl_ca_certs=/ca/ca.crt", "a, b"),
+        ("unix:///run/redis.sock?db=2", "jobs"),
+    ],
+)
+def test_scheduler_takes_any_url_scheme_and_a_namespace_list(
+    tmp_path: Path, url: str, namespace: str
+) -> None:
+    values = scheduler_values(tmp_path, url=url, namespace=namespace)
+    objects = render(values_files=[values])
+    env = env_of(container(one(objects, "Deployment", SCHEDULER)))
+    assert env["TASKSCALE_REDIS_URL"]["value"] == url
+    assert env["TASKSCALE_NAMESPACE"]["value"] == namespace
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("url", "http://redis:6379"),
+        ("url", "redis+cluster:/10.0.0.1:7000"),
+        ("url", "redis+sentinel://"),
+        ("namespace", "jobs:high"),  # ':' is not in a key name (keys.check_name)
+        ("namespace", "a,,b"),
+        ("namespace", "a,"),
+        ("namespace", "{jobs}"),
+        ("namespace", "x" * 129),
+    ],
+)
+def test_schema_refuses_a_bad_scheduler_url_or_namespace(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    values = scheduler_values(tmp_path, **{key: value})
+    result = helm(
+        "template", "ts", CHART, "--kube-version", KUBE_VERSION, "-f", values, check=False
+    )
+    assert result.returncode != 0, f"scheduler.redis.{key}={value} was accepted"
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert f"scheduler.redis.{key}" in result.stderr or key in result.stderr, result.stderr

@@ -49,7 +49,9 @@ def finish_tasks(r: redis.Redis, keys: Keys, task_type: str, count: int) -> None
     """Finish ``count`` running tasks: ACTIVE_TASKS down, IDLE_SINCE = Redis now."""
     seconds, micros = r.time()
     r.hincrby(keys.active, task_type, -count)
-    r.hset(keys.idle_since, task_type, f"{seconds + micros / 1e6:.3f}")
+    # truncated, not rounded: rounding up put IDLE_SINCE up to 0.5 ms after the
+    # next observation's clock, so a 0 s idle threshold was not reached yet
+    r.hset(keys.idle_since, task_type, f"{seconds}.{micros // 1000:03d}")
 
 
 def register_worker(

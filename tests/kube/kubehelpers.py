@@ -17,7 +17,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller import kube
-from taskscale.controller.kube import GROUP, PLURAL, VERSION
+from taskscale.controller.kube import GROUP, PLURAL, VERSION, ControllerSettings
+from taskscale.controller.reconciler import ReconcilerSettings, RetrySettings
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "taskscaler.yaml"
 LABELS = {"app": "worker"}
@@ -36,6 +37,20 @@ def _served(custom: client.CustomObjectsApi) -> bool:
     except ApiException:
         return False
     return True
+
+
+def controller_settings(namespace: str) -> ControllerSettings:
+    """The test controller's settings: watch ``namespace`` only, short retries."""
+    return ControllerSettings(
+        watch_namespace=namespace,
+        api_retry=RetrySettings(attempts=3, initial_s=0.05, max_s=0.2),
+        reconciler=ReconcilerSettings(
+            redis=RetrySettings(attempts=2, initial_s=0.01, max_s=0.05),
+            redis_timeout_s=0.5,
+            error_backoff_initial_s=0.2,
+            error_backoff_max_s=1.0,
+        ),
+    )
 
 
 def deployment(name: str, replicas: int) -> client.V1Deployment:

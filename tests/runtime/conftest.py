@@ -14,7 +14,10 @@ ON_CLUSTER_TOO = {"test_scripts", "test_crash", "test_scheduler"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.module.__name__ in ON_CLUSTER_TOO and "redis_url" in metafunc.fixturenames:
+    # the file's own name, whatever package prefix the import mode gives it
+    # (tests/runtime/test_on_cluster_too.py checks the cluster cases are collected)
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if module in ON_CLUSTER_TOO and "redis_url" in metafunc.fixturenames:
         metafunc.parametrize(
             "backend",
             ["single", pytest.param("cluster", marks=pytest.mark.topology)],

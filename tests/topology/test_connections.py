@@ -1,11 +1,14 @@
-"""A worker, a scheduler, the controller's observer and ``taskscale status``
-reach Redis through Sentinel, over TLS and on a Redis Cluster, by URL alone."""
+"""A worker, a scheduler, the controller's observer, its reconciler (with the
+demand listener) and ``taskscale status`` reach Redis through Sentinel, over
+TLS and on a Redis Cluster, by URL alone."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,8 +16,15 @@ from topohelpers import running
 from topologies import TlsServer
 from waiting import wait_until
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
+from ctlhelpers import MemoryActuator
+
 from taskscale.connection import connect
+from taskscale.controller.config import RedisRef, ScalerConfig
+from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import DemandListener, Observer, ObserveRequest
+from taskscale.controller.reconciler import PassOutcome, Reconciler, ReconcilerSettings
+from taskscale.controller.types import ScalingPolicy, TypePolicy
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.redis_urls import build_client
@@ -56,6 +66,56 @@ def test_worker_and_observer_connect_over_tls_with_a_ca_file(tls_redis: TlsServe
     seen = observer.observe({"s": ObserveRequest(types=("echo",), lead_s=0)})["s"]
     assert seen.types["echo"].completed_total == 7
     assert seen.types["echo"].queued == 0 and seen.types["echo"].active == 0
+
+
+def test_reconciler_scales_on_demand_over_tls_with_a_ca_file(tls_redis: TlsServer) -> None:
+    """The controller's reconcile loop on rediss:// + a CA file: its observer
+    reads the queue and its demand listener wakes it (the poll is an hour)."""
+    keys = Keys("tls-reconcile")
+    url = tls_redis.url
+    policy = ScalingPolicy(
+        types=(TypePolicy("email", idle_threshold_s=60),),
+        tasks_per_replica=1,
+        min_replicas=0,
+        max_replicas=10,
+    )
+    config = ScalerConfig(
+        name="emails",
+        namespace="default",
+        target="email-worker",
+        redis=RedisRef(url=url, key_namespace=keys.namespace),
+        policy=policy,
+        poll_interval_s=3600.0,  # only a demand signal can bring a second pass
+    )
+    outcomes: list[PassOutcome] = []
+
+    class Kept:
+        def report(self, outcome: PassOutcome) -> None:
+            outcomes.append(outcome)
+
+    actuator = MemoryActuator(replicas=0)
+    reconciler = Reconciler(
+        reporter=Kept(), metrics=ControllerMetrics(), settings=ReconcilerSettings()
+    )
+    reconciler.upsert(config, actuator=actuator, redis_url=url)
+    loop = threading.Thread(target=reconciler.run, daemon=True)
+    loop.start()
+    client = connect(url)
+    try:
+        assert reconciler.wait_listening(10), "the demand listener did not subscribe over TLS"
+        wait_until(lambda: len(outcomes) == 1, timeout=20)  # the first pass: 0 -> 0
+        assert outcomes[0].ok and actuator.replicas == 0
+        producer = Producer(client, keys=keys)
+        producer.enqueue_many("email", [((i,), {}) for i in range(3)])  # type: ignore[misc]
+        wait_until(lambda: actuator.replicas == 3, timeout=30)
+    finally:
+        reconciler.close()
+        loop.join(10)
+        client.delete(*keys.queues("email"))
+        client.close()
+    assert all(o.ok for o in outcomes), [o.message for o in outcomes]  # no error retries
+    seen = outcomes[-1].observation
+    assert seen is not None and seen.types["email"].queued == 3
 
 
 def test_tls_client_certificate_from_url_parameters() -> None:

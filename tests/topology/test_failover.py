@@ -2,8 +2,12 @@
 are enqueued, run by two workers and promoted by a scheduler.  They all ride
 out the failover; the test counts acknowledged tasks that never ran (lost)
 and tasks that ran twice, with and without the producer's WAIT option --
-and with it on, nothing acknowledged may be lost.  Each run prints one
-``FAILOVER {...}`` line (docs/redis.md quotes them)."""
+and with it on, nothing acknowledged may be lost, and the enqueues that
+reach the new master (which has no replica left) are unconfirmed
+(``NotReplicated``), never acknowledged.  Each run prints one
+``FAILOVER {...}`` line with those counts (docs/redis.md quotes them);
+test_wait_replicas.py shows WAIT refusing to confirm with the replica
+stopped."""
 
 from __future__ import annotations
 
@@ -148,7 +152,17 @@ def test_failover_loses_nothing_acknowledged_with_wait(
         "new_master_to_first_ack_s": round(min(first_after, default=-1.0), 2),
     }
     print("FAILOVER " + json.dumps(result))
-    assert all(alive), "a worker or the scheduler died in the failover"
-    assert result["ran_after_failover"] > 0  # workers and the scheduler recovered
-    if wait_replicas:
-        assert lost == [], f"acknowledged with WAIT and lost: {lost[:20]}"
+    report = json.dumps(result)
+    assert all(alive), f"a worker or the scheduler died in the failover: {report}"
+    assert result["ran_after_failover"] > 0, report  # workers and the scheduler recovered
+    if not wait_replicas:
+        assert unconfirmed == [], report  # nothing to confirm without WAIT
+        return
+    assert lost == [], (
+        f"acknowledged with WAIT and lost: {lost[:20]} "
+        f"({len(unconfirmed)} enqueues unconfirmed, not counted as acknowledged): {report}"
+    )
+    # The new master has no replica left (its old master is dead), so every
+    # enqueue that reached it raised NotReplicated: none was acknowledged.
+    assert unconfirmed, f"no enqueue reached the new master unconfirmed: {report}"
+    assert first_after == [], f"acknowledged with no replica to confirm: {report}"
