@@ -311,4 +311,5 @@ STAT_FIELDS = (
     "purged",  # ready or delayed tasks an operator deleted (admin)
     "cancelled",  # queued or delayed tasks removed by taskscale.cancel (or a schedule's
     # pending occurrence withdrawn by pause, remove or a changed definition)
+    "unique_hits",  # enqueues skipped because their unique key was held (the holder's id returned)
 )
