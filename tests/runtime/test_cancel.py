@@ -16,6 +16,7 @@ from waiting import wait_until
 from taskscale import cancel, current_task
 from taskscale.cli import main
 from taskscale.keys import Keys
+from taskscale.metrics import WorkerMetrics
 from taskscale.producer import Producer
 from taskscale.rpc import RemoteError, call_async
 from taskscale.status import collect
@@ -66,27 +67,48 @@ def test_a_running_task_sees_the_flag_and_stops_early(
 ) -> None:
     started = threading.Event()
     seen: list[str] = []
+    claimed: list[int] = []
 
     def long_job() -> str:
+        claimed.append(current_task().claimed_ms)
         started.set()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if current_task().cancelled:
                 seen.append(current_task().task_id)
+                assert current_task().cancelled  # stays true; counted once
                 return "stopped early"
             time.sleep(0.05)
         return "ran to the end"
 
     registry = TaskRegistry()
     registry.register("long", long_job)
+    metrics = WorkerMetrics(types=("long",), threads=1)
     task_id = producer.enqueue("long")
-    with running_worker(redis_url, ("long",), threads=1, registry=registry):
+    [raw] = r.lrange(keys.queue("long"), 0, -1)
+    enqueued_ms = json.loads(raw)["enqueued_ms"]
+    with running_worker(redis_url, ("long",), threads=1, registry=registry, metrics=metrics):
         assert started.wait(15)
+        seconds, micros = r.time()
+        assert enqueued_ms <= claimed[0] <= seconds * 1000 + micros // 1000  # Redis clock
+        assert (
+            metrics.registry.get_sample_value(
+                "taskscale_worker_cancels_seen_total", {"type": "long"}
+            )
+            == 0
+        )
         result = cancel(task_id, client=r, keys=keys)
         assert result.state == "running" and result.where
         wait_until(lambda: stats(r, keys, "long").get("completed") == 1)
     assert seen == [task_id]
     assert int(r.hget(keys.active, "long") or 0) == 0
+    # the run ended as its function decided (completed); "cancelled" counts removals only
+    assert "cancelled" not in stats(r, keys, "long")
+    assert (
+        metrics.registry.get_sample_value("taskscale_worker_cancels_seen_total", {"type": "long"})
+        == 1
+    )
+    assert collect(r, keys)["types"]["long"]["completed"] == 1
 
 
 def test_current_task_outside_a_task_is_an_error() -> None:
