@@ -255,6 +255,12 @@ class Keys:
         """HASH sub-task position -> its JSON result or error (fan-outs that collect)."""
         return f"{self.prefix}fanout:{fanout_id}:results"
 
+    @property
+    def fanouts_open(self) -> str:
+        """ZSET streamed fan-out id -> unix ms its open state expires, while open
+        (not yet closed): what ``taskscale status`` counts."""
+        return self.prefix + "fanouts:open"
+
 
 # --- keys of other task queues, read (never written) by the controller's sources ---
 # Celery and RQ name their keys themselves; these functions are the only place

@@ -19,7 +19,7 @@ from taskscale.keys import Keys
 from taskscale.metrics import WorkerMetrics
 from taskscale.producer import Producer
 from taskscale.rpc import RemoteError, call_async
-from taskscale.status import collect
+from taskscale.status import collect, render
 from taskscale.tasks import TaskRegistry
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,11 @@ def test_a_queued_task_is_removed_and_counted(
     queued = [json.loads(e)["id"] for e in r.lrange(keys.queue("mail"), 0, -1)]
     assert queued == [keep] and r.llen(keys.queue("mail", 0)) == 0
     assert stats(r, keys, "mail")["cancelled"] == 1
-    assert collect(r, keys)["types"]["mail"]["queued"] == 1
+    status = collect(r, keys)
+    assert (status["types"]["mail"]["queued"], status["types"]["mail"]["cancelled"]) == (1, 1)
+    header, *rows = render(status).splitlines()[:2]
+    column = header.split().index("CANCELLED")
+    assert rows[0].split()[0] == "mail" and rows[0].split()[column] == "1"
     assert cancel(gone, client=r, keys=keys).state == "unknown"  # only once
 
 

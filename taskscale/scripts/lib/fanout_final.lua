@@ -11,7 +11,8 @@
 -- sub-task (stamped and pushed to its ready list) or release the slot; when
 -- every sub-task is done and F is closed (a streamed fan-out is open until
 -- fanout_close), push and publish the completion notice once and let the
--- fan-out's keys expire.
+-- fan-out's keys expire.  While F is open, its expiry in {ns}:fanouts:open
+-- (the index of open streams) moves on with its keys' TTL.
 --! include lib/fanout_done.lua
 
 local function fanout_final(f, outcome, env, result)
@@ -57,6 +58,7 @@ local function fanout_final(f, outcome, env, result)
         for _, k in ipairs({fkey, fkey .. ':pending', fkey .. ':results'}) do
             redis.call('EXPIRE', k, ttl)
         end
+        redis.call('ZADD', prefix .. 'fanouts:open', 'XX', now + ttl * 1000, f)
         return
     end
     local total, ok, bad = tonumber(st[3]) or 0, tonumber(st[4]) or 0, tonumber(st[5]) or 0
