@@ -150,3 +150,45 @@ def test_a_cancelled_fan_out_sub_task_passes_its_slot_on(r: redis.Redis, keys: K
     assert second["args"] == [2]  # released into the freed slot
     assert r.llen(keys.fanout_pending(fan.id)) == 0
     assert int(r.hget(keys.fanout(fan.id), "failed") or 0) == 1
+
+
+def test_a_pending_sub_task_of_a_streamed_fan_out_is_cancelled_when_its_fan_out_is_named(
+    redis_url: str,
+    r: redis.Redis,
+    keys: Keys,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from taskscale.fanout_stream import open_fanout
+
+    stream = open_fanout(r, "resize", limit=1, collect=True, keys=keys)
+    running, waiting, last = stream.add([[1], [2], [3]])
+    assert r.llen(keys.fanout_pending(stream.id)) == 2
+    # Not queued yet: without the fan-out id it is not found (and nothing changes).
+    assert cancel(waiting, client=r, keys=keys).state == "unknown"
+    result = cancel(waiting, client=r, keys=keys, fanout=stream.id)
+    assert (result.state, result.where, result.removed) == ("pending", stream.id, True)
+    assert [json.loads(e)["id"] for e in r.lrange(keys.fanout_pending(stream.id), 0, -1)] == [last]
+    assert [json.loads(e)["id"] for e in r.lrange(keys.queue("resize"), 0, -1)] == [running]
+    status = stream.status()
+    assert (status.total, status.running, status.failed) == (3, 1, 1)  # no slot passed on
+    assert stats(r, keys, "resize")["cancelled"] == 1
+    assert stats(r, keys, "resize")["enqueued"] == 1  # only the released one
+    [kept] = stream.results()
+    assert (kept.index, kept.ok, kept.error_type) == (1, False, "Cancelled")
+    # A released sub-task is found through its fan-out too (the fan-out names its type);
+    # its slot passes on to the last one.
+    assert cancel(running, client=r, keys=keys, fanout=stream.id).state == "queued"
+    assert [json.loads(e)["id"] for e in r.lrange(keys.queue("resize"), 0, -1)] == [last]
+    monkeypatch.setenv("TASKSCALE_REDIS_URL", redis_url)
+    monkeypatch.setenv("TASKSCALE_NAMESPACE", keys.namespace)
+    other = stream.add([[4]])[0]
+    assert main(["cancel", other, "--fanout", stream.id]) == 0
+    assert f"cancelled (pending in fan-out {stream.id}, removed)" in capsys.readouterr().out
+    assert stream.close() is False  # `last` has not run
+    assert cancel(last, client=r, keys=keys, fanout=stream.id).state == "queued"
+    done = stream.wait(timeout=5, collect=True)
+    assert (done.total, done.succeeded, done.failed) == (4, 0, 4)
+    assert done.results is not None
+    assert [s.error_type for s in done.results] == ["Cancelled"] * 4
+    assert r.hget(keys.fanout(stream.id), "running") == b"0"
