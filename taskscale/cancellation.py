@@ -26,16 +26,18 @@ SEARCH_LIMIT = 200_000
 
 @dataclass(frozen=True)
 class CancelResult:
-    """``state``: "queued" or "delayed" (removed), "running" (flagged), or
-    "unknown" (finished, never enqueued, or not found within the search limit);
-    ``where``: the type (removed) or the worker id (running)."""
+    """``state``: "queued" or "delayed" (removed), "pending" (removed from a
+    fan-out's not yet released sub-tasks), "running" (flagged), or "unknown"
+    (finished, never enqueued, or not found within the search limit);
+    ``where``: the type (queued, delayed), the fan-out id (pending) or the
+    worker id (running)."""
 
     state: str
     where: str
 
     @property
     def removed(self) -> bool:
-        return self.state in ("queued", "delayed")
+        return self.state in ("queued", "delayed", "pending")
 
 
 def _script(client: RedisClient) -> Script:
@@ -47,18 +49,25 @@ def cancel(
     *,
     client: RedisLike = None,
     task_type: str | None = None,
+    fanout: str | None = None,
     keys: Keys | None = None,
 ) -> CancelResult:
-    """Cancel ``task_id``; ``task_type`` narrows the search when known."""
+    """Cancel ``task_id``; ``task_type`` narrows the search when known.
+
+    A sub-task of a fan-out that is still waiting for a slot (in the fan-out's
+    pending list, not yet queued) is only found when its fan-out id is given
+    as ``fanout``; it is then counted as failed for its fan-out."""
     if not isinstance(task_id, str) or not task_id or '"' in task_id or "\\" in task_id:
         raise ValueError(f"invalid task id {task_id!r}")
     if task_type is not None:
         check_name("task type", task_type)
+    if fanout is not None:
+        check_name("fan-out id", fanout)
     conn = client_for(client)
     keys = keys or Keys.from_env()
     state, where = _script(conn)(
         keys=[keys.types, keys.workers],
-        args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT],
+        args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT, fanout or ""],
         client=conn,
     )
     as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in (state, where)]

@@ -1,5 +1,6 @@
-"""``taskscale cancel ID [--type TYPE]``: remove a queued or delayed task, or
-ask a running one to stop (see :mod:`taskscale.cancellation`)."""
+"""``taskscale cancel ID [--type TYPE] [--fanout F]``: remove a queued or
+delayed task (or a fan-out's pending sub-task), or ask a running one to stop
+(see :mod:`taskscale.cancellation`)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,21 @@ def add_parser(subparsers: Any) -> None:
     _common(p)
     p.add_argument("id", metavar="ID", help="the task id (printed by taskscale enqueue)")
     p.add_argument("--type", default=None, help="the task's type, to narrow the search")
+    p.add_argument(
+        "--fanout",
+        default=None,
+        metavar="F",
+        help="the fan-out the task is a sub-task of: also finds one still waiting for a slot",
+    )
     p.set_defaults(func=_guarded(_cancel))
 
 
 def _cancel(args: argparse.Namespace) -> int:
     client, keys = _client(args)
-    result = cancel(args.id, client=client, task_type=args.type, keys=keys)
+    result = cancel(args.id, client=client, task_type=args.type, fanout=args.fanout, keys=keys)
+    if result.state == "pending":
+        print(f"task {args.id}: cancelled (pending in fan-out {result.where}, removed)")
+        return 0
     if result.removed:
         print(f"task {args.id}: cancelled ({result.state} {result.where}, removed)")
         return 0

@@ -27,12 +27,26 @@ class TaskContext:
     worker_id: str
     attempt: int  #: 1 for the first run, 2 for the first retry...
     _is_cancelled: Callable[[str], bool] = field(repr=False, compare=False)
+    #: When the worker claimed this run: unix ms on the Redis clock (the same
+    #: clock as ``enqueued_ms`` and the rate limits; 0 if unknown).
+    claimed_ms: int = 0
+    #: Called with the task type the first time :attr:`cancelled` is true.
+    _on_cancel_seen: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    _seen: list[bool] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:
-        """True once cancellation was asked for (one Redis read per call; in an
-        ``async def`` task that read blocks the event loop briefly)."""
-        return self._is_cancelled(self.task_id)
+        """True once cancellation was asked for (one Redis read per call until
+        it is true, then no more reads; in an ``async def`` task that read
+        blocks the event loop briefly)."""
+        if self._seen:
+            return True
+        if not self._is_cancelled(self.task_id):
+            return False
+        self._seen.append(True)
+        if self._on_cancel_seen is not None:
+            self._on_cancel_seen(self.task_type)
+        return True
 
 
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(

@@ -161,6 +161,11 @@ class TaskRunner:
                 return self.settle(prepared, time.perf_counter() - started, error=exc)
             return self.settle(prepared, time.perf_counter() - started, result=result)
 
+    def _cancel_seen(self, task_type: str) -> None:
+        """A running task saw its cancellation flag (once per run)."""
+        if self.metrics is not None:
+            self.metrics.cancel_seen(task_type)
+
     def prepare(self, task: Claimed) -> Prepared | Outcome:
         """Everything before the call: decode, find the function, check the
         arguments bind; an :class:`Outcome` when the task must not be called."""
@@ -195,7 +200,13 @@ class TaskRunner:
             log.error("task %s %s dead-lettered: %s", env.type, env.id, error)
             return self.failed(env, 0, "TypeError", error, final=True)
         context = TaskContext(
-            env.id, env.type, self.worker_id, env.attempts + 1, self._is_cancelled
+            env.id,
+            env.type,
+            self.worker_id,
+            env.attempts + 1,
+            self._is_cancelled,
+            task.now_ms,
+            self._cancel_seen,
         )
         return Prepared(env, fn, self.options(env), context)
 

@@ -182,6 +182,7 @@ class FanoutStream(FanoutHandle):
             self.keys.stats(task_type),
             self.keys.wake(task_type),
             self.keys.fanout_results(self.id),
+            self.keys.fanouts_open,
         ]
         for start in range(0, len(docs), ADD_CHUNK):
             chunk = docs[start : start + ADD_CHUNK]
@@ -203,6 +204,7 @@ class FanoutStream(FanoutHandle):
                     self.keys.fanout_pending(self.id),
                     self.keys.fanout_results(self.id),
                     self.keys.fanout_done(self.id),
+                    self.keys.fanouts_open,
                 ],
                 args=[self.id],
                 client=self.redis,
@@ -288,7 +290,7 @@ def open_fanout(
             raise ValueError(f"fan-out {name} must be an integer from 1 to {most}, got {value!r}")
     fanout_id = uuid.uuid4().hex
     _script(client, "fanout_open")(
-        keys=[keys.fanout(fanout_id)],
+        keys=[keys.fanout(fanout_id), keys.fanouts_open],
         args=[fanout_id, task_type, level, limit, ttl, max_result_bytes if collect else 0, keep_s],
         client=client,
     )

@@ -261,6 +261,12 @@ class Keys:
         """HASH sub-task position -> its JSON result or error (fan-outs that collect)."""
         return f"{self.prefix}fanout:{fanout_id}:results"
 
+    @property
+    def fanouts_open(self) -> str:
+        """ZSET streamed fan-out id -> unix ms its open state expires, while open
+        (not yet closed): what ``taskscale status`` counts."""
+        return self.prefix + "fanouts:open"
+
 
 # --- keys of other task queues, read (never written) by the controller's sources ---
 # Celery and RQ name their keys themselves; these functions are the only place
@@ -317,4 +323,5 @@ STAT_FIELDS = (
     "purged",  # ready or delayed tasks an operator deleted (admin)
     "cancelled",  # queued or delayed tasks removed by taskscale.cancel (or a schedule's
     # pending occurrence withdrawn by pause, remove or a changed definition)
+    "unique_hits",  # enqueues skipped because their unique key was held (the holder's id returned)
 )

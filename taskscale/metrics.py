@@ -62,6 +62,13 @@ class WorkerMetrics:
             ["type"],
             registry=self.registry,
         )
+        self.cancels_seen = Counter(
+            "taskscale_worker_cancels_seen_total",
+            "Runs whose task function saw current_task().cancelled turn true "
+            "(a cancel of a running task, noticed; once per run).",
+            ["type"],
+            registry=self.registry,
+        )
         self.redis_errors = Counter(
             "taskscale_worker_redis_errors_total",
             "Redis calls that failed with a connection or timeout error (then retried).",
@@ -79,6 +86,7 @@ class WorkerMetrics:
                 self._counter(task_type, outcome)
             self._histograms(task_type)
             self.timeouts.labels(task_type)
+            self.cancels_seen.labels(task_type)
 
     def _counter(self, task_type: str, outcome: str) -> Counter:
         child = self._finished.get((task_type, outcome))
@@ -96,6 +104,9 @@ class WorkerMetrics:
     def task_finished(self, task_type: str, outcome: str, duration_s: float) -> None:
         self._counter(task_type, outcome).inc()
         self._histograms(task_type)[0].observe(duration_s)
+
+    def cancel_seen(self, task_type: str) -> None:
+        self.cancels_seen.labels(task_type).inc()
 
     def task_claimed(self, task_type: str, wait_s: float) -> None:
         self._histograms(task_type)[1].observe(max(0.0, wait_s))

@@ -74,7 +74,8 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     for worker_id, _ in workers:
         pipe.hgetall(keys.worker(_text(worker_id)))
     pipe.zrangebyscore(keys.schedulers, now_ms, "+inf")
-    *replies, schedulers = pipe.execute()
+    pipe.zcount(keys.fanouts_open, now_ms, "+inf")
+    *replies, schedulers, open_fanouts = pipe.execute()
     per_type = PRIORITY_LEVELS + 5
     active_by = {_text(k): _int(v) for k, v in active.items()}
     idle_by = {_text(k): float(v) for k, v in idle.items()}
@@ -89,6 +90,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
             "active": active_by.get(name, 0),
             "completed": stats.get("completed", 0),
             "failed": stats.get("failed", 0),
+            "cancelled": stats.get("cancelled", 0),
             "dead": chunk[PRIORITY_LEVELS + 1],
             "overdue": chunk[PRIORITY_LEVELS + 2],
             "oldest_overdue_s": _overdue_s(chunk[PRIORITY_LEVELS + 3], now_ms),
@@ -107,6 +109,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         "workers": live_workers,
         "schedulers": sorted(_text(s) for s in schedulers),
         "schedules": [s.as_dict() for s in list_schedules(client, keys)],
+        "open_fanouts": open_fanouts,
     }
     status["warnings"] = warnings(status, now_ms)
     return status
@@ -120,7 +123,7 @@ def _overdue_s(earliest: list[tuple[Any, float]], now_ms: int) -> float:
 
 
 #: Per-type numbers that add up across namespaces (a type normally lives in one).
-_SUMMED = ("queued", "delayed", "active", "completed", "failed", "dead", "overdue")
+_SUMMED = ("queued", "delayed", "active", "completed", "failed", "cancelled", "dead", "overdue")
 
 
 def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[str, Any]:
@@ -136,10 +139,12 @@ def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[s
         "workers": [],
         "schedulers": [],
         "warnings": [],
+        "open_fanouts": 0,
     }
     for ns in namespaces:
         one = collect(client, Keys(ns))
         merged["now"] = max(merged.get("now", 0.0), one["now"])
+        merged["open_fanouts"] += one["open_fanouts"]
         for name, t in one["types"].items():
             have = merged["types"].get(name)
             if have is None:
@@ -277,6 +282,10 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
+#: The per-type counts of the text table, in column order.
+_COUNTS = ("queued", "delayed", "active", "completed", "failed", "cancelled", "dead")
+
+
 def render(status: dict[str, Any]) -> str:
     """The human-readable tables."""
     now = float(status["now"])
@@ -290,21 +299,12 @@ def render(status: dict[str, Any]) -> str:
         type_rows.append(
             [
                 name,
-                *(
-                    str(t[k])
-                    for k in ("queued", "delayed", "active", "completed", "failed", "dead")
-                ),
+                *(str(t[k]) for k in _COUNTS),
                 idle,
                 _limits_cell(t.get("limits")),
             ]
         )
-    lines = _table(
-        [
-            *("TYPE", "QUEUED", "DELAYED", "ACTIVE", "COMPLETED", "FAILED", "DEAD", "IDLE FOR"),
-            "LIMITS",
-        ],
-        type_rows,
-    )
+    lines = _table(["TYPE", *(k.upper() for k in _COUNTS), "IDLE FOR", "LIMITS"], type_rows)
     if not type_rows:
         lines.append("(no task types yet)")
     lines.append("")
@@ -331,5 +331,7 @@ def render(status: dict[str, Any]) -> str:
         lines += [*render_schedules(periodic, now_s=now), ""]
     alive = status.get("schedulers", [])
     lines.append(f"schedulers alive: {len(alive)}")
+    if status.get("open_fanouts"):
+        lines.append(f"open streamed fan-outs: {status['open_fanouts']}")
     lines += [f"WARNING: {w}" for w in status.get("warnings", [])]
     return "\n".join(lines)

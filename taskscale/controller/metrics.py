@@ -63,6 +63,21 @@ _REDIS_COUNTERS = (
     ("completed_total", "completed_tasks", "Tasks that completed, counted in Redis."),
     ("failed_total", "failed_runs", "Task runs that raised (each attempt), counted in Redis."),
     ("dead_total", "dead_tasks", "Tasks moved to the dead-letter list, counted in Redis."),
+    (
+        "dead_dropped_total",
+        "dead_dropped_tasks",
+        "Oldest dead letters dropped by the dead-letter cap, counted in Redis.",
+    ),
+    (
+        "cancelled_total",
+        "cancelled_tasks",
+        "Queued or delayed tasks removed by a cancel (or a schedule change), counted in Redis.",
+    ),
+    (
+        "unique_hits_total",
+        "unique_hits",
+        "Enqueues skipped because their unique key was held (the holder's id returned).",
+    ),
 )
 
 

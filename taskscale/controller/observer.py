@@ -49,6 +49,9 @@ _STAT_FIELDS: tuple[str, ...] = (
     "service_ms",
     "wait_ms",
     "dead",
+    "cancelled",
+    "unique_hits",
+    "dead_dropped",
 )
 
 
@@ -217,6 +220,9 @@ def _type_observation(
         service_ms_total=counters[4],
         wait_ms_total=counters[5],
         dead_total=counters[6],
+        cancelled_total=counters[7],
+        unique_hits_total=counters[8],
+        dead_dropped_total=counters[9],
     )
 
 

@@ -113,6 +113,9 @@ class TypeObservation:
     #: Seconds the earliest due (not yet promoted) delayed task has been due.
     oldest_due_s: float | None = None
     dead_total: int = 0  #: tasks dead-lettered (stats field ``dead``)
+    cancelled_total: int = 0  #: queued or delayed tasks cancelled (``cancelled``)
+    unique_hits_total: int = 0  #: enqueues skipped for a held unique key (``unique_hits``)
+    dead_dropped_total: int = 0  #: dead letters dropped by the cap (``dead_dropped``)
     #: Flow-control limits of the type (``taskscale limits``); None = none.
     concurrency_limit: int | None = None  #: most running at once, fleet-wide
     rate_limit_per_s: float | None = None  #: most claims per second

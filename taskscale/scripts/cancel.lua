@@ -10,6 +10,9 @@
 -- ARGV[3]  T, the task's type if known ("" = search every type)
 -- ARGV[4]  seconds the running flag {ns}:cancel:ID is kept
 -- ARGV[5]  most ready-list entries read per type before giving up the search
+-- ARGV[6]  F, a fan-out id (optional, "" = none): also search F's pending list
+--          ({ns}:fanout:F:pending, sub-tasks not yet released), at most
+--          ARGV[5] entries
 --
 -- Removed (queued or delayed): stats "cancelled" +1; a unique task releases
 -- its key; a fan-out sub-task counts as failed for its fan-out and its slot
@@ -17,11 +20,17 @@
 -- "Cancelled", "error"} on its reply list.  ACTIVE_TASKS is not touched: the
 -- task never ran.  The enqueued counter stays: the task was enqueued.
 --
--- Returns {"running", W} | {"queued", T} | {"delayed", T} | {"unknown", ""}
--- (unknown: finished, never enqueued, or beyond the search limit).
+-- Removed from F's pending list: the same, except that the sub-task held no
+-- slot (none is passed on) and was never counted in "enqueued" (a fan-out
+-- counts a sub-task when it releases it).
+--
+-- Returns {"running", W} | {"queued", T} | {"delayed", T} | {"pending", F} |
+-- {"unknown", ""} (unknown: finished, never enqueued, or beyond the search
+-- limit).
 
 local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
+local fanout = ARGV[6] or ''
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local WAKE_CAP = 64
@@ -37,13 +46,13 @@ for _, worker in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     end
 end
 
-local function finish(ttype, env, doc)
+local function finish(ttype, env, doc, unreleased)
     redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'cancelled', 1)
     unique_release(env)
     local reply = cjson.encode({id = wanted, ok = false, error_type = 'Cancelled',
                                 error = 'the task was cancelled before it ran'})
     if doc and type(doc.fanout) == 'string' and doc.fanout ~= '' then
-        fanout_final(doc.fanout, 'failed', env, reply)
+        fanout_final(doc.fanout, 'failed', env, reply, unreleased)
     end
     if doc and type(doc.reply_to) == 'string' and doc.reply_to ~= '' then
         redis.call('RPUSH', doc.reply_to, reply)
@@ -53,6 +62,41 @@ local function finish(ttype, env, doc)
 end
 
 local needle = '"' .. wanted .. '"'
+
+-- Find the entry of list `key` whose id is `wanted`, reading at most `most`
+-- entries (in chunks); LREM it and return it with its decoded document.
+local function take_from_list(key, most)
+    local size = redis.call('LLEN', key)
+    local start = 0
+    while start < size and start < most do
+        local chunk = redis.call('LRANGE', key, start, start + 999)
+        for _, env in ipairs(chunk) do
+            if string.find(env, needle, 1, true) then
+                local _, id, doc = level_and_id(env)
+                if id == wanted then
+                    redis.call('LREM', key, 1, env)
+                    return env, doc
+                end
+            end
+        end
+        start = start + 1000
+    end
+    return nil
+end
+
+if fanout ~= '' then
+    local ftype = redis.call('HGET', prefix .. 'fanout:' .. fanout, 'type')
+    if ftype then
+        local env, doc = take_from_list(prefix .. 'fanout:' .. fanout .. ':pending', limit)
+        if env then
+            finish(ftype, env, doc, true)
+            return {'pending', fanout}
+        end
+        if given == '' then  -- released already: a sub-task of F is of F's type
+            given = ftype
+        end
+    end
+end
 local types = {given}
 if given == '' then
     types = redis.call('SMEMBERS', KEYS[1])

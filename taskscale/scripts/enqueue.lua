@@ -18,7 +18,7 @@
 -- id (no TTL: it is held while the task is queued, delayed or running, and
 -- released by complete / fail-to-dead / cancel, which keep it until
 -- enqueued_ms + unique_for_ms when that is later).  Otherwise the envelope is
--- skipped and the id holding the key is reported.
+-- skipped, the id holding the key is reported and stats "unique_hits" +1.
 --
 -- Returns {n enqueued, i1, id1, i2, id2, ...}: each skipped envelope's
 -- position (1-based) and the id of the task that holds its unique key.  An
@@ -104,6 +104,9 @@ for i = 5, #ARGV do
     end
 end
 
+if #skipped > 0 then  -- each skipped envelope: one hit of a held unique key
+    redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'unique_hits', #skipped / 2)
+end
 local count = #envs
 if count == 0 then
     return {0, unpack(skipped)}

@@ -11,6 +11,7 @@
 -- KEYS[5]  {NS}:stats:T            hash: counters of T (enqueued)
 -- KEYS[6]  {NS}:wake:T             list: wake-up tokens of T
 -- KEYS[7]  {NS}:fanout:F:results   hash: collected results (TTL refreshed)
+-- KEYS[8]  {NS}:fanouts:open       zset: open streams (optional; F's expiry refreshed)
 -- ARGV[1]  key prefix "{NS}:"
 -- ARGV[2]  wake token cap
 -- ARGV[3..] sub-task envelopes: JSON objects with "fanout": F, without
@@ -73,6 +74,10 @@ local ttl = tonumber(st[7]) or 86400
 redis.call('EXPIRE', fkey, ttl)
 redis.call('EXPIRE', pending_key, ttl)
 redis.call('EXPIRE', KEYS[7], ttl)
+if KEYS[8] then
+  local f = string.sub(fkey, #(prefix .. 'fanout:') + 1)
+  redis.call('ZADD', KEYS[8], 'XX', tonumber(now_ms) + ttl * 1000, f)
+end
 if released > 0 then
   redis.call('SADD', types_key, st[1])
   redis.call('HINCRBY', stats_key, 'enqueued', released)

@@ -9,6 +9,7 @@
 -- KEYS[2]  {NS}:fanout:F:pending   list: sub-tasks not yet released
 -- KEYS[3]  {NS}:fanout:F:results   hash: collected results
 -- KEYS[4]  {NS}:fanout:F:done      list: completion notice
+-- KEYS[5]  {NS}:fanouts:open       zset: open streams (optional; F is removed)
 -- ARGV[1]  F, the fan-out id
 --
 -- Returns 1 if F is done (now or before), 0 if sub-tasks are still to
@@ -29,6 +30,9 @@ if st[5] ~= '1' then
   return (ok + bad == total) and 1 or 0
 end
 redis.call('HSET', fkey, 'open', 0)
+if KEYS[5] then
+  redis.call('ZREM', KEYS[5], f)
+end
 if ok + bad == total then
   local ttl = tonumber(st[4]) or 86400
   fanout_done(fkey, f, total, ok, bad, ttl, tonumber(st[6]) or ttl)

@@ -4,6 +4,9 @@
 -- waits for fanout_close and the last outcome.
 --
 -- KEYS[1]  {NS}:fanout:F           hash: fan-out state (must not exist)
+-- KEYS[2]  {NS}:fanouts:open       zset F -> unix ms its open state expires
+--          (optional: the index `taskscale status` counts open streams by;
+--          members past their time are pruned here)
 -- ARGV[1]  F, the fan-out id
 -- ARGV[2]  T, the task type
 -- ARGV[3]  P, the priority (0-9)
@@ -27,4 +30,8 @@ redis.call('HSET', fkey,
   'open', 1, 'collect_max_bytes', ARGV[6], 'collected_bytes', 0, 'results_dropped', 0,
   'result_ttl', ARGV[7])
 redis.call('EXPIRE', fkey, tonumber(ARGV[5]))
+if KEYS[2] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now_ms)
+  redis.call('ZADD', KEYS[2], tonumber(now_ms) + tonumber(ARGV[5]) * 1000, f)
+end
 return 1

@@ -164,7 +164,15 @@ def test_observation_exports_schedulers_overdue_age_and_redis_counters() -> None
         at=1100.0,
         types={
             "mail": TypeObservation(
-                "mail", due=2, oldest_due_s=42.5, completed_total=9, failed_total=4, dead_total=3
+                "mail",
+                due=2,
+                oldest_due_s=42.5,
+                completed_total=9,
+                failed_total=4,
+                dead_total=3,
+                cancelled_total=5,
+                unique_hits_total=6,
+                dead_dropped_total=7,
             )
         },
         schedulers_alive=0,
@@ -179,6 +187,9 @@ def test_observation_exports_schedulers_overdue_age_and_redis_counters() -> None
     assert metrics.sample("taskscale_observed_dead_tasks_total", mail) == 3
     assert metrics.sample("taskscale_observed_failed_runs_total", mail) == 4
     assert metrics.sample("taskscale_observed_completed_tasks_total", mail) == 9
+    assert metrics.sample("taskscale_observed_cancelled_tasks_total", mail) == 5
+    assert metrics.sample("taskscale_observed_unique_hits_total", mail) == 6
+    assert metrics.sample("taskscale_observed_dead_dropped_tasks_total", mail) == 7
     metrics.forget_scaler("ns/a", ("mail",))
     assert metrics.sample("taskscale_observed_dead_tasks_total", mail) is None
     assert metrics.sample("taskscale_observed_schedulers", scaler) is None

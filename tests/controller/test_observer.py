@@ -124,6 +124,9 @@ def test_active_idle_since_and_counters_come_from_the_schema_hashes(
             "wait_ms": 450,
             "retried": 1,
             "dead": 2,
+            "cancelled": 4,
+            "unique_hits": 5,
+            "dead_dropped": 6,
         },
     )
 
@@ -133,6 +136,7 @@ def test_active_idle_since_and_counters_come_from_the_schema_hashes(
     assert t.idle_since == pytest.approx(1763750000.123)
     assert (t.enqueued_total, t.claimed_total, t.completed_total, t.failed_total) == (10, 9, 7, 1)
     assert (t.service_ms_total, t.wait_ms_total, t.dead_total) == (7000, 450, 2)
+    assert (t.cancelled_total, t.unique_hits_total, t.dead_dropped_total) == (4, 5, 6)
 
 
 def test_a_type_never_seen_reads_as_empty_and_never_completed(r: redis.Redis, keys: Keys) -> None:

@@ -107,6 +107,55 @@ def test_an_open_stream_expires_after_its_ttl_but_a_closed_one_is_kept_until_don
     assert r.ttl(KEYS.fanout_pending(stream.id)) == -1
 
 
+def test_status_counts_the_open_streams_until_closed_or_expired(r: redis.Redis) -> None:
+    from taskscale.status import collect, render
+
+    closing = open_fanout(r, "resize", limit=1, keys=KEYS)
+    open_fanout(r, "resize", limit=1, keys=KEYS).add([[1]])
+    short = open_fanout(r, "resize", limit=1, ttl=1, keys=KEYS)
+    status = collect(r, KEYS)
+    assert status["open_fanouts"] == 3
+    assert "open streamed fan-outs: 3" in render(status).splitlines()
+    closing.close()
+    assert collect(r, KEYS)["open_fanouts"] == 2
+    wait_until(lambda: not r.exists(KEYS.fanout(short.id)), timeout=10)
+    assert collect(r, KEYS)["open_fanouts"] == 1  # an abandoned stream stops counting
+    open_fanout(r, "resize", limit=1, keys=KEYS)  # and is pruned from the index
+    assert short.id.encode() not in r.zrange(KEYS.fanouts_open, 0, -1)
+    assert r.zcard(KEYS.fanouts_open) == 2
+
+
+def test_an_add_moves_an_open_streams_expiry_in_the_index_with_its_keys(r: redis.Redis) -> None:
+    stream = open_fanout(r, "resize", limit=1, ttl=600, keys=KEYS)
+    r.zadd(KEYS.fanouts_open, {stream.id: 1})  # as if about to expire
+    stream.add([[1]])
+    seconds, micros = r.time()
+    expiry = r.zscore(KEYS.fanouts_open, stream.id)
+    assert expiry is not None
+    assert abs(expiry - (seconds * 1000 + micros // 1000 + 600_000)) < 5000
+
+
+def test_a_final_outcome_while_open_does_not_finish_the_stream_but_keeps_it_alive(
+    r: redis.Redis,
+) -> None:
+    from taskscale.cancellation import cancel
+
+    stream = open_fanout(r, "resize", limit=1, ttl=600, keys=KEYS)
+    [only] = stream.add([[1]])
+    r.zadd(KEYS.fanouts_open, {stream.id: 1})  # as if about to expire
+    r.expire(KEYS.fanout(stream.id), 5)
+    assert cancel(only, client=r, keys=KEYS).removed  # its final outcome: failed
+    status = stream.status()
+    assert (status.total, status.failed, status.done) == (1, 1, False)
+    assert not r.exists(KEYS.fanout_done(stream.id))  # open: no notice yet
+    assert r.ttl(KEYS.fanout(stream.id)) > 500  # the outcome renewed the open stream
+    expiry = r.zscore(KEYS.fanouts_open, stream.id)
+    assert expiry is not None and expiry > 1_000_000
+    assert stream.close() is True  # closed after its last outcome: done at close
+    assert (stream.wait(timeout=5).total, stream.wait(timeout=5).failed) == (1, 1)
+    assert r.zscore(KEYS.fanouts_open, stream.id) is None
+
+
 def test_sub_task_options_are_written_into_the_envelopes(r: redis.Redis) -> None:
     settings = StreamSettings(options=TaskOptions(max_retries=0, timeout=5))
     stream = open_fanout(r, "resize", limit=1, collect=True, settings=settings, keys=KEYS)

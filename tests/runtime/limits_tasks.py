@@ -1,6 +1,7 @@
 """Test-only tasks for the flow-control tests: each records, from inside the
-task and on this host's clock, when it started and how many of its type were
-running then.  Imported by worker subprocesses (``--import limits_tasks``)."""
+task, when it was claimed (Redis clock) and started (this host's clock), and
+how many of its type were running then.  Imported by worker subprocesses
+(``--import limits_tasks``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import time
 
 import redis
 
+from taskscale.context import current_task
 from taskscale.tasks import task
 
 STARTS = "limtest:starts:"  # + type: start times (unix s, this host's clock)
+CLAIMS = "limtest:claims:"  # + type: claim times (unix ms, Redis clock: current_task())
 RUNNING = "limtest:running:"  # + type: INCR at start, DECR at the end
 PEAKS = "limtest:peaks:"  # + type: the running count each start saw
 FINISHED = "limtest:finished:"  # + type: the n of every finished run
@@ -30,6 +33,7 @@ def _client() -> redis.Redis:
 
 def _run(name: str, n: int, seconds: float) -> int:
     r = _client()
+    r.rpush(CLAIMS + name, current_task().claimed_ms)
     r.rpush(STARTS + name, repr(time.time()))
     r.rpush(PEAKS + name, r.incr(RUNNING + name))
     time.sleep(seconds)

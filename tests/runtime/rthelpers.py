@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from taskscale.keys import Keys
+from taskscale.metrics import WorkerMetrics
 from taskscale.tasks import TaskRegistry
 from taskscale.worker import RetryPolicy, Worker, WorkerSettings
 
@@ -29,6 +30,7 @@ def running_worker(
     *,
     threads: int = 2,
     registry: TaskRegistry | None = None,
+    metrics: WorkerMetrics | None = None,
     **settings: Any,
 ) -> Iterator[Worker]:
     """A Worker running in a thread of this process; stopped (gracefully) on exit."""
@@ -39,6 +41,7 @@ def running_worker(
         WorkerSettings(types=types, threads=threads, **settings),
         keys=Keys("taskscale"),
         registry=registry,
+        metrics=metrics,
     )
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(worker.run()), daemon=True)

@@ -136,6 +136,32 @@ def test_adding_the_same_definition_again_changes_nothing_a_new_one_replaces_it(
     assert int(r.hget(keys.stats("mail"), "cancelled")) == 1  # the withdrawn occurrence
 
 
+def test_two_schedulers_advancing_the_same_occurrence_enqueue_the_next_one_once(
+    r: redis.Redis, keys: Keys
+) -> None:
+    """The compare-and-set, without relying on timing: two schedulers read the
+    same rev and next_ms and both call schedule_advance with them; the second
+    finds the schedule moved and writes nothing."""
+    from taskscale.luascripts import bound_script
+
+    schedules = Schedules(r, keys=keys)
+    _, seen = schedules.add("race", "beat", every=60)
+    enqueued = int(r.hget(keys.stats("beat"), "enqueued"))
+    following = seen.next_ms + 60_000
+    advance = bound_script(r, "schedule_advance")
+    args = [keys.prefix, "race", seen.rev, seen.next_ms, following, ""]
+    replies = [advance(keys=[keys.schedules, keys.types], args=args) for _ in range(2)]
+    assert replies == [[1, following], [0, b"moved"]]
+    ids = [json.loads(raw)["id"] for raw in r.zrange(keys.delayed("beat"), 0, -1)]
+    assert ids == [f"schedule.race.{seen.next_ms}", f"schedule.race.{following}"]
+    assert int(r.hget(keys.stats("beat"), "enqueued")) == enqueued + 1
+    after = schedules.get("race")
+    assert after is not None
+    assert (after.next_ms, after.last_ms) == (following, seen.next_ms)
+    assert after.occurrences == seen.occurrences + 1
+    assert r.zscore(keys.schedules, "race") == following
+
+
 def test_cron_is_read_in_the_schedules_time_zone(r: redis.Redis, keys: Keys) -> None:
     _, ny = Schedules(r, keys=keys).add("ny", "mail", cron="30 9 * * *", tz="America/New_York")
     _, utc = Schedules(r, keys=keys).add("utc", "mail", cron="30 9 * * *")

@@ -41,6 +41,7 @@ def test_twenty_concurrent_producers_with_one_unique_key_make_one_task(
     assert len(set(ids)) == 1
     assert r.llen(keys.queue("noop")) == 1
     assert int(r.hget(keys.stats("noop"), "enqueued") or 0) == 1
+    assert int(r.hget(keys.stats("noop"), "unique_hits") or 0) == 19  # the others' hits
     assert r.get(keys.unique("report:42")) == ids[0].encode()
 
 

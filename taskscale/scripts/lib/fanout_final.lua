@@ -3,18 +3,21 @@
 -- those scripts name this file).  The including script defines `prefix`
 -- ("{ns}:"), `now` (unix ms from TIME) and WAKE_CAP before the include line.
 --
--- fanout_final(F, outcome, env, result): a sub-task of fan-out F reached its
--- final outcome ('succeeded' or 'failed').  Count it; if F collects results,
+-- fanout_final(F, outcome, env, result, unreleased): a sub-task of fan-out F
+-- reached its final outcome ('succeeded' or 'failed').  Count it; if F collects results,
 -- store `result` (the reply JSON; nil = removed before it ran) under the
 -- sub-task's "fanout_seq" in fanout:F:results, or a "dropped" marker once
 -- the results are over F's size limit; hand its slot to the next pending
--- sub-task (stamped and pushed to its ready list) or release the slot; when
+-- sub-task (stamped and pushed to its ready list) or release the slot --
+-- unless `unreleased` (a sub-task cancelled while still pending held no
+-- slot); when
 -- every sub-task is done and F is closed (a streamed fan-out is open until
 -- fanout_close), push and publish the completion notice once and let the
--- fan-out's keys expire.
+-- fan-out's keys expire.  While F is open, its expiry in {ns}:fanouts:open
+-- (the index of open streams) moves on with its keys' TTL.
 --! include lib/fanout_done.lua
 
-local function fanout_final(f, outcome, env, result)
+local function fanout_final(f, outcome, env, result, unreleased)
     local fkey = prefix .. 'fanout:' .. f
     if redis.call('EXISTS', fkey) == 0 then
         return
@@ -39,7 +42,13 @@ local function fanout_final(f, outcome, env, result)
         end
         redis.call('HSET', fkey .. ':results', seq, body)
     end
-    local nxt = redis.call('LPOP', fkey .. ':pending')
+    local nxt = nil
+    if not unreleased then  -- (a pending sub-task held no slot: nothing to pass on)
+        nxt = redis.call('LPOP', fkey .. ':pending')
+        if not nxt then
+            redis.call('HINCRBY', fkey, 'running', -1)
+        end
+    end
     if nxt then
         local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
         local stamped = '{"enqueued_ms":' .. string.format('%d', now) .. ',' .. string.sub(nxt, 2)
@@ -49,14 +58,13 @@ local function fanout_final(f, outcome, env, result)
         redis.call('HINCRBY', prefix .. 'stats:' .. st[1], 'enqueued', 1)
         redis.call('RPUSH', prefix .. 'wake:' .. st[1], '1')
         redis.call('LTRIM', prefix .. 'wake:' .. st[1], -WAKE_CAP, -1)
-    else
-        redis.call('HINCRBY', fkey, 'running', -1)
     end
     if st[7] == '1' then
         -- open: an abandoned stream's keys expire `ttl` after its last activity
         for _, k in ipairs({fkey, fkey .. ':pending', fkey .. ':results'}) do
             redis.call('EXPIRE', k, ttl)
         end
+        redis.call('ZADD', prefix .. 'fanouts:open', 'XX', now + ttl * 1000, f)
         return
     end
     local total, ok, bad = tonumber(st[3]) or 0, tonumber(st[4]) or 0, tonumber(st[5]) or 0
