@@ -11,7 +11,9 @@ timeline shows changes, not one identical line per poll.
 The scaler's Redis URL may come from a Secret, which only the caller resolves:
 :meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  Writing
 is best effort: a Redis error is logged once per scaler and never reaches
-the reconcile loop.  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
+the reconcile loop.  A scaler of a sharded deployment (``redis.namespace:
+"a,b,c"``) records in the first namespace of its list (the dashboard reads
+every one).  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
 
 log = logging.getLogger("taskscale.controller.decisions")
 
@@ -79,7 +82,8 @@ class DecisionLog:
             client = self._clients.get(redis_url)
             if client is None:
                 client = self._clients[redis_url] = connect(redis_url)
-            self._where[config.key] = (client, Keys(config.redis.key_namespace))
+            first = ShardMap.parse(config.redis.key_namespace).namespaces[0]
+            self._where[config.key] = (client, Keys(first))
 
     def forget(self, scaler_key: str) -> None:
         with self._lock:
