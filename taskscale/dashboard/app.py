@@ -20,8 +20,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
-from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -62,13 +62,14 @@ def redis_where(url: str) -> str:
 def create_app(
     client: RedisClient,
     *,
-    keys: Keys,
+    shards: ShardMap,
     token: str | None,
     redis_url: str,
     root: str = "",
     snapshot_s: float = 1.0,
 ) -> Starlette:
-    """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only;
+    """The dashboard for ``client``'s Redis and the namespaces of ``shards``
+    (one, or a sharded deployment's list); ``token`` None or "" = read-only;
     ``snapshot_s``: how long one overview read is shared by every viewer."""
     app = Starlette(
         routes=[
@@ -80,7 +81,7 @@ def create_app(
         middleware=[Middleware(_SecurityHeaders)],
     )
     app.state.ctx = api.Context(
-        client=client, keys=keys, token=token or None, snapshots=api.Snapshots(snapshot_s)
+        client=client, shards=shards, token=token or None, snapshots=api.Snapshots(snapshot_s)
     )
     app.state.root = root.rstrip("/")
     app.state.redis_where = redis_where(redis_url)

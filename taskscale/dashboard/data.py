@@ -96,11 +96,19 @@ def empty_row() -> dict[str, Any]:
     }
 
 
-def type_detail(client: RedisClient, keys: Keys, task_type: str) -> dict[str, Any]:
-    """One type: its overview row, catalog entry and the scalers that size it."""
+def type_detail(
+    client: RedisClient,
+    keys: Keys,
+    task_type: str,
+    *,
+    scalers: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One type: its overview row, catalog entry and the scalers that size it
+    (from ``scalers`` when given: a sharded deployment's come from every namespace)."""
     found = overview(client, keys)
     catalog = read_catalog(client, keys)
-    scalers = [s for s in read_scalers(client, keys) if task_type in s.get("types", [])]
+    every = read_scalers(client, keys) if scalers is None else scalers
+    scalers = [s for s in every if task_type in s.get("types", [])]
     return {
         "type": task_type,
         "now": found["now"],

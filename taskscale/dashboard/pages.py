@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
-from taskscale.dashboard import api, data, forms
+from taskscale.dashboard import api, data, forms, namespaces
 from taskscale.keys import check_name
 from taskscale.status import _ago
 
@@ -42,7 +42,8 @@ def _render(request: Request, template: str, page: str, **values: Any) -> Respon
         root=request.app.state.root,
         page=page,
         writable=bool(ctx.token),
-        namespace=ctx.keys.namespace,
+        namespace=",".join(ctx.shards.namespaces),
+        sharded=ctx.shards.sharded,
         redis_where=request.app.state.redis_where,
         ago=_ago,
         when=_when,
@@ -77,7 +78,7 @@ async def workers(request: Request) -> Response:
 
 async def fanouts(request: Request) -> Response:
     ctx: api.Context = request.app.state.ctx
-    found = await api._in_thread(data.fanouts, ctx.client, ctx.keys)
+    found = await api._in_thread(namespaces.fanouts, ctx.client, ctx.shards)
     return _render(request, "fanouts.html", "fanouts", fanouts=found)
 
 
@@ -86,7 +87,7 @@ async def task_type(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    detail = await api._in_thread(data.type_detail, ctx.client, ctx.keys, name)
+    detail = await api._in_thread(namespaces.type_detail, ctx.client, ctx.shards, name)
     entry = detail["catalog"]
     return _render(
         request,
@@ -104,7 +105,7 @@ async def dead(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.dead_letters, ctx.client, ctx.keys, name)
+    found = await api._in_thread(data.dead_letters, ctx.client, ctx.keys_for(name), name)
     return _render(request, "dead.html", "dead", task_type=name, dead=found)
 
 
@@ -113,7 +114,7 @@ async def delayed(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.delayed_tasks, ctx.client, ctx.keys, name)
+    found = await api._in_thread(data.delayed_tasks, ctx.client, ctx.keys_for(name), name)
     return _render(request, "delayed.html", "delayed", task_type=name, delayed=found)
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli_runtime import _client, _common, _guarded, count
+from taskscale.cli_runtime import _common, _guarded, _sharded_client, count
 
 log = logging.getLogger("taskscale.dashboard")
 
@@ -60,16 +60,22 @@ def serve_in_thread(
     startup_timeout_s: float = 20.0,
     snapshot_s: float = 1.0,
 ) -> RunningDashboard:
-    """Start the dashboard on ``host:port`` (0 = a free port); return once it listens."""
+    """Start the dashboard on ``host:port`` (0 = a free port); return once it
+    listens.  ``namespace`` may list several (``a,b,c``: a sharded deployment)."""
     import uvicorn
 
     from taskscale.connection import connect
     from taskscale.dashboard.app import create_app
-    from taskscale.keys import Keys
+    from taskscale.shards import ShardMap
 
+    shards = ShardMap.parse(namespace)
     client = connect(redis_url)
     app = create_app(
-        client, keys=Keys(namespace), token=token, redis_url=redis_url, snapshot_s=snapshot_s
+        client,
+        shards=shards,
+        token=token,
+        redis_url=redis_url,
+        snapshot_s=snapshot_s,
     )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
@@ -111,12 +117,13 @@ def _run(args: argparse.Namespace) -> int:
     from taskscale.dashboard.app import create_app
     from taskscale.logs import redact
 
-    client, keys = _client(args)
-    app = create_app(client, keys=keys, token=args.token, redis_url=args.redis_url)
+    client, shards = _sharded_client(args)
+    app = create_app(client, shards=shards, token=args.token, redis_url=args.redis_url)
     mode = "state changes need the token" if args.token else "read-only (no --token)"
+    where = "namespaces" if shards.sharded else "namespace"
     print(
         f"taskscale dashboard: http://{args.bind}:{args.port}/ ({mode}); "
-        f"Redis {redact(args.redis_url)}, namespace {keys.namespace}",
+        f"Redis {redact(args.redis_url)}, {where} {','.join(shards.namespaces)}",
         flush=True,
     )
     uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from chartlib import CHART, KUBE_VERSION, by_kind, helm, one, render
 
+URL = {"dashboard.redisUrl": "redis://r:6379/0"}
+
 
 def test_the_dashboard_is_off_by_default() -> None:
     objects = render()
@@ -71,3 +73,20 @@ def test_without_a_token_secret_the_console_is_read_only_and_a_url_is_required()
         "--set", "dashboard.tokn=x", check=False,
     )  # fmt: skip
     assert typo.returncode != 0
+
+
+def test_the_dashboard_takes_a_namespace_list() -> None:
+    objects = render(
+        set_values={"dashboard.enabled": "true", "dashboard.redisNamespace": "q-0\\,q-1", **URL}
+    )
+    container = one(objects, "Deployment", "ts-taskscale-dashboard")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert "--namespace=q-0,q-1" in container["args"]
+    for bad in ("q-0\\,", "q 0", "q-0\\,\\,q-1"):
+        result = helm(
+            "template", "ts", CHART, "--kube-version", KUBE_VERSION,
+            "--set", "dashboard.enabled=true", "--set", "dashboard.redisUrl=redis://r:6379/0",
+            "--set", f"dashboard.redisNamespace={bad}", check=False,
+        )  # fmt: skip
+        assert result.returncode != 0, bad
