@@ -127,6 +127,7 @@ def dead_letters(
         "type": task_type,
         "total": int(client.llen(keys.dead(task_type))),
         "start": start,
+        "count": count,
         "letters": [
             {
                 "id": d.task_id,
@@ -151,6 +152,7 @@ def delayed_tasks(
         "type": task_type,
         "total": int(client.zcard(keys.delayed(task_type))),
         "start": start,
+        "count": count,
         "tasks": [
             {
                 "id": d.task_id,

@@ -10,6 +10,7 @@ others are rendered here from the same readers as the API.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -59,6 +60,29 @@ def _type(request: Request) -> str | None:
         return None
 
 
+def _page(request: Request) -> tuple[int, int]:
+    """``?start=`` and ``?count=`` of a listing page; nonsense reads as the first page."""
+    try:
+        return api.page_params(request)
+    except api.ApiError:
+        return 0, api.PAGE
+
+
+def _pages(found: dict[str, Any]) -> dict[str, Any]:
+    """Where a listing page is: first and last entry shown (1-based), and the
+    ``start`` of the previous and next pages (None at either end)."""
+    start, count, total = found["start"], found["count"], found["total"]
+    shown = len(found.get("letters", found.get("tasks", [])))
+    return {
+        "first": start + 1 if shown else 0,
+        "last": start + shown,
+        "total": total,
+        "count": count,
+        "previous": max(0, start - count) if start > 0 else None,
+        "next": start + count if start + count < total else None,
+    }
+
+
 def _not_found(what: str) -> Response:
     return HTMLResponse(f"<!doctype html><p>not found: {what}</p>", status_code=404)
 
@@ -105,8 +129,10 @@ async def dead(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.dead_letters, ctx.client, ctx.keys_for(name), name)
-    return _render(request, "dead.html", "dead", task_type=name, dead=found)
+    start, count = _page(request)
+    read = partial(data.dead_letters, start=start, count=count)
+    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    return _render(request, "dead.html", "dead", task_type=name, dead=found, pages=_pages(found))
 
 
 async def delayed(request: Request) -> Response:
@@ -114,8 +140,12 @@ async def delayed(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.delayed_tasks, ctx.client, ctx.keys_for(name), name)
-    return _render(request, "delayed.html", "delayed", task_type=name, delayed=found)
+    start, count = _page(request)
+    read = partial(data.delayed_tasks, start=start, count=count)
+    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    return _render(
+        request, "delayed.html", "delayed", task_type=name, delayed=found, pages=_pages(found)
+    )
 
 
 ROUTES = [
