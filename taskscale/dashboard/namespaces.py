@@ -36,6 +36,7 @@ _SUMMED = (
     "claimed",
     "wait_ms",
     "service_ms",
+    "dead_lettered",
 )
 
 
