@@ -239,7 +239,10 @@ class Harness:
 
 
 def stop_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float = 8.0) -> None:
-    """SIGTERM every process group, then SIGKILL what is left after ``grace``."""
+    """SIGTERM every process group, then SIGKILL what is left after ``grace``
+    (descendants in groups of their own too: a supervisor's children)."""
+    roots = {proc.pid for proc in procs}
+    descendants = {pid: f[19] for pid, f in family(procs).items() if pid not in roots}
     for proc in procs:
         signal_group(proc, signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -252,6 +255,11 @@ def stop_groups(procs: Sequence[subprocess.Popen[bytes]], grace: float = 8.0) ->
             proc.wait(5)
         except subprocess.TimeoutExpired:
             print(f"  warning: pid {proc.pid} did not die", file=sys.stderr)
+    alive = _proc_stats()
+    for pid, started in descendants.items():  # still the same process (start time)?
+        if pid in alive and alive[pid][19] == started:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
@@ -317,17 +325,42 @@ def wait_for_count(
     return read_probes(client)
 
 
-def groups_cpu(procs: Sequence[subprocess.Popen[bytes]]) -> float:
-    """CPU seconds (user + system) of every live process in the groups of ``procs``."""
-    groups = {proc.pid for proc in procs}
-    ticks = 0
+def _proc_stats() -> dict[int, list[str]]:
+    """pid -> the fields of ``/proc/PID/stat`` after the command name."""
+    found: dict[int, list[str]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            found[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        if int(fields[2]) in groups:  # pgrp
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return found
+
+
+def family(procs: Sequence[subprocess.Popen[bytes]]) -> dict[int, list[str]]:
+    """The live processes of ``procs``: every process in their process groups
+    and every descendant (a ``taskscale worker --processes P`` supervisor
+    starts its children in process groups of their own), pid -> stat fields."""
+    stats = _proc_stats()
+    roots = {proc.pid for proc in procs}
+    counted = {pid for pid, f in stats.items() if int(f[2]) in roots}  # pgrp
+    children: dict[int, list[int]] = {}
+    for pid, f in stats.items():
+        children.setdefault(int(f[1]), []).append(pid)  # ppid
+    todo = [pid for pid in roots | counted if pid in stats]
+    while todo:
+        pid = todo.pop()
+        counted.add(pid)
+        todo += [c for c in children.get(pid, ()) if c not in counted]
+    return {pid: stats[pid] for pid in counted}
+
+
+def groups_cpu(procs: Sequence[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds (user + system) of ``procs`` and everything they started
+    (:func:`family`), plus what their exited children spent (cutime and
+    cstime: counted once a child is reaped, while it no longer counts itself)."""
+    ticks = 0
+    for f in family(procs).values():
+        ticks += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -127,22 +127,30 @@ _SUMMED = ("queued", "delayed", "active", "completed", "failed", "cancelled", "d
 
 
 def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[str, Any]:
-    """:func:`collect` for each namespace of a sharded deployment, merged: the
-    types of all of them (numbers summed should a type appear in several),
-    every worker and scheduler with a ``namespace`` field, every warning
-    prefixed with its namespace.  ``"namespaces"`` lists what was read."""
+    """:func:`collect` for each namespace of a sharded deployment, merged
+    (:func:`merge_namespaces`)."""
     if len(namespaces) == 1:
         return collect(client, Keys(namespaces[0]))
+    return merge_namespaces([(ns, collect(client, Keys(ns))) for ns in namespaces])
+
+
+def merge_namespaces(
+    parts: Sequence[tuple[str, dict[str, Any]]], *, summed: Sequence[str] = _SUMMED
+) -> dict[str, Any]:
+    """What :func:`collect` (or a reader built on it) found in each namespace,
+    merged: the types of all of them (the ``summed`` numbers and the ready
+    tasks by priority added up should a type appear in several), every worker
+    and scheduler with a ``namespace`` field, every warning prefixed with its
+    namespace.  ``"namespaces"`` lists what was read."""
     merged: dict[str, Any] = {
-        "namespaces": list(namespaces),
+        "namespaces": [ns for ns, _ in parts],
         "types": {},
         "workers": [],
         "schedulers": [],
         "warnings": [],
         "open_fanouts": 0,
     }
-    for ns in namespaces:
-        one = collect(client, Keys(ns))
+    for ns, one in parts:
         merged["now"] = max(merged.get("now", 0.0), one["now"])
         merged["open_fanouts"] += one["open_fanouts"]
         for name, t in one["types"].items():
@@ -150,9 +158,11 @@ def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[s
             if have is None:
                 merged["types"][name] = t
                 continue
-            for field in _SUMMED:
+            for field in summed:
                 have[field] += t[field]
             have["oldest_overdue_s"] = max(have["oldest_overdue_s"], t["oldest_overdue_s"])
+            by_level = zip(have["queued_by_priority"], t["queued_by_priority"], strict=True)
+            have["queued_by_priority"] = [a + b for a, b in by_level]
             have["idle_since"] = max(
                 (x for x in (have["idle_since"], t["idle_since"]) if x is not None), default=None
             )

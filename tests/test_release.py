@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 import redis
 import yaml
+from redis_server import free_port
 from waiting import wait_until
 
 import taskscale
@@ -46,16 +49,38 @@ def test_release_script_checks_versions() -> None:
     assert f"version {taskscale.__version__} agrees everywhere" in done.stderr
 
 
+def clean_copy(to: Path) -> Path:
+    """The checkout's files (tracked, and new ones not ignored) copied to ``to``:
+    a build from the checkout itself would reuse its ``taskscale.egg-info``
+    (made by the editable install), whose file list keeps shipping a file that
+    package-data no longer names."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        source = REPO / rel
+        if source.is_file():  # a deleted file still listed as cached is skipped
+            (to / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, to / rel)
+    return to
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_wheel_installs_alone_and_runs_a_worker_and_an_enqueue(
     tmp_path: Path, redis_url: str
 ) -> None:
     """What a user gets from `pip install taskscale-*.whl` in a clean venv:
-    the scripts, the CRD and a working worker, with no source tree around."""
+    the scripts, the CRD, the dashboard's templates and static files, a
+    working worker and a console that renders its pages, with no source tree
+    around."""
     dist = tmp_path / "dist"
     build = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(clean_copy(tmp_path / "src"))],
         capture_output=True,
         text=True,
         timeout=600,
@@ -74,11 +99,17 @@ def test_wheel_installs_alone_and_runs_a_worker_and_an_enqueue(
         names = set(wheel.namelist())
     assert {"taskscale/scripts/claim.lua", "taskscale/scripts/lib/stamp.lua"} <= names
     assert "taskscale/controller/crd.yaml" in names
+    console = REPO / "taskscale/dashboard"
+    shipped = {
+        p.relative_to(REPO).as_posix()
+        for p in [*console.glob("templates/*.html"), *console.glob("static/*")]
+    }
+    assert len(shipped) >= 10 and shipped <= names, sorted(shipped - names)
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = subprocess.run(
-        [str(venv / "bin/pip"), "install", "-q", str(wheels[0])],
+    pip = subprocess.run(  # with the console's extra: its pages are rendered below
+        [str(venv / "bin/pip"), "install", "-q", f"{wheels[0]}[dashboard]"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -121,6 +152,50 @@ def test_wheel_installs_alone_and_runs_a_worker_and_an_enqueue(
         timeout=60,
     )
     assert str(venv) in imported.stdout  # the installed copy, not the repo's
+    _console_renders_from(exe, env, cwd)
+
+
+def _console_renders_from(exe: str, env: dict[str, str], cwd: Path) -> None:
+    """`taskscale dashboard` of the installed wheel serves its pages (templates
+    found in the package) and its static files."""
+    port = free_port()
+    console = subprocess.Popen(
+        [exe, "dashboard", f"--port={port}"],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def answers_or_exited() -> bool:
+        return console.poll() is not None or _status(base + "/healthz") == 200
+
+    try:
+        wait_until(answers_or_exited, timeout=60)
+        assert console.poll() is None, console.communicate()[1].decode()[-3000:]
+        pages = {path: _text(base + path) for path in ("/", "/workers", "/dead/noop")}
+        script = _text(base + "/static/dashboard.js")
+    finally:
+        console.terminate()
+        _, err = console.communicate(timeout=60)
+    assert "<h1>Task types" in pages["/"] and "/static/dashboard.css" in pages["/"]
+    assert "Per pod" in pages["/workers"]
+    assert "Dead letters of" in pages["/dead/noop"], err.decode()[-3000:]
+    assert "function overviewRow" in script
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return int(reply.status)
+    except OSError:
+        return None
+
+
+def _text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return str(reply.read().decode())
 
 
 def test_chart_metadata_is_complete() -> None:

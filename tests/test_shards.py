@@ -9,6 +9,7 @@ import pytest
 
 from taskscale.controller.config import InvalidSpec, config_from_spec
 from taskscale.shards import ShardMap
+from taskscale.status import merge_namespaces
 
 
 def test_a_type_lives_where_crc32_of_its_name_says() -> None:
@@ -45,3 +46,34 @@ def test_a_taskscaler_may_list_namespaces() -> None:
     spec["redis"] = {"url": "redis+cluster://10.0.0.1:7000", "namespace": "q-0,{x}"}
     with pytest.raises(InvalidSpec, match="invalid namespace"):
         config_from_spec(spec, name="s", namespace="ns")
+
+
+def test_what_each_namespace_holds_is_merged_and_a_type_found_twice_is_added_up() -> None:
+    def part(queued: list[int], dead: int, worker: str) -> dict[str, object]:
+        row = {
+            "queued": sum(queued),
+            "queued_by_priority": queued,
+            "delayed": 1,
+            "active": 0,
+            "completed": 2,
+            "failed": 0,
+            "dead": dead,
+            "overdue": 0,
+            "idle_since": 5.0,
+        }
+        return {
+            "now": 10.0,
+            "types": {"x": row, f"only-{worker}": dict(row)},
+            "workers": [{"id": worker}],
+            "schedulers": ["s"],
+            "warnings": ["x: overdue"],
+        }
+
+    merged = merge_namespaces([("a", part([1, 0, 2], 3, "w1")), ("b", part([0, 4, 0], 1, "w2"))])
+    x = merged["types"]["x"]
+    assert x["queued_by_priority"] == [1, 4, 2] and x["queued"] == 7
+    assert (x["dead"], x["delayed"], x["completed"]) == (4, 2, 4)
+    assert list(merged["types"]) == ["only-w1", "only-w2", "x"]
+    assert merged["workers"] == [{"id": "w1", "namespace": "a"}, {"id": "w2", "namespace": "b"}]
+    assert merged["schedulers"] == ["a/s", "b/s"] and merged["namespaces"] == ["a", "b"]
+    assert merged["warnings"] == ["a: x: overdue", "b: x: overdue"]

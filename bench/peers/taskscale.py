@@ -32,13 +32,21 @@ from taskscale.producer import Producer
 from taskscale.tasks import TaskRegistry, task
 
 ENQUEUE_API = "Producer.enqueue_many in chunks of 1000 (one enqueue.lua call per 500)"
-WORKER_CLI = "taskscale worker --types noop,late --threads T (one process per worker)"
 DELAY_API = "Producer.enqueue(delay=s) + one taskscale scheduler process"
 
 NOOP_TYPE = "noop"
 ASYNC_NOOP_TYPE = "anoop"
 LATE_TYPE = "late"
 VARIANT = os.environ.get(VARIANT_ENV, "taskscale")
+#: How each variant's workers are started (:func:`worker_commands`), for the results' metadata.
+WORKER_CLIS = {
+    "taskscale": "taskscale worker --types noop,late --threads T (one process per worker)",
+    "taskscale-async": "taskscale worker --types anoop,late --threads 1 --async-slots T "
+    "(one process per worker)",
+    "taskscale-procs": "taskscale worker --types noop,late --threads T --processes W "
+    "(one supervisor of W worker processes)",
+}
+WORKER_CLI = WORKER_CLIS.get(VARIANT, WORKER_CLIS["taskscale"])
 CAN_ASYNC = hasattr(TaskRegistry, "is_async")
 
 

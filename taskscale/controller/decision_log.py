@@ -14,7 +14,9 @@ scaler whose ``redis.namespace`` lists several namespaces (its types spread
 over shards) records in the *first* of the list (:func:`decisions_keys`), so
 the dashboard started on that namespace shows it.  Writing
 is best effort: a Redis error is logged once per scaler and never reaches
-the reconcile loop.  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
+the reconcile loop.  A scaler of a sharded deployment (``redis.namespace:
+"a,b,c"``) records in the first namespace of its list (the dashboard reads
+every one).  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
 """
 
 from __future__ import annotations

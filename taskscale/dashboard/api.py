@@ -8,7 +8,9 @@ browser never attaches that header by itself, so another site cannot make
 the operator's browser change anything (CSRF): it would need the token, and
 a cross-origin request with a custom header is stopped by the browser's
 preflight (no CORS headers are ever sent).  Each change is one of the atomic
-admin scripts (:mod:`taskscale.admin`) or an enqueue.
+admin scripts (:mod:`taskscale.admin`) or an enqueue, made in the namespace
+that holds its task type (a sharded deployment's reads cover every namespace:
+:mod:`taskscale.dashboard.namespaces`).
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from taskscale import admin, status
-from taskscale.catalog import read_catalog
-from taskscale.dashboard import data
+from taskscale import admin
+from taskscale.dashboard import data, namespaces
 from taskscale.keys import Keys, check_name, parse_priority
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import CallOptions, RemoteError, TaskTimeout, call_async
-from taskscale.scaling import read_scalers
+from taskscale.shards import ShardMap
 
 TOKEN_HEADER = "x-taskscale-token"
+#: Dead letters or delayed tasks per page (``?count=`` may ask for up to 500).
+PAGE = 50
 #: Longest a "call" from the console waits for the result, seconds.
 MAX_CALL_TIMEOUT_S = 120.0
 
@@ -67,12 +70,17 @@ class Snapshots:
 
 @dataclass(frozen=True)
 class Context:
-    """What every endpoint needs: a client, the namespace, the token."""
+    """What every endpoint needs: a client, the namespaces (one, or a
+    sharded deployment's list), the token."""
 
     client: RedisClient
-    keys: Keys
+    shards: ShardMap
     token: str | None
     snapshots: Snapshots = field(default_factory=Snapshots)
+
+    def keys_for(self, task_type: str) -> Keys:
+        """The namespace that holds ``task_type`` (the only one when not sharded)."""
+        return self.shards.keys_for(task_type)
 
     def authorized(self, request: Request) -> bool:
         if not self.token:
@@ -197,8 +205,8 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def get_status(ctx: Context, request: Request) -> Any:
-    """Exactly ``taskscale status --json``."""
-    found = status.collect(ctx.client, ctx.keys)
+    """Exactly ``taskscale status --json`` (``--namespace`` as the console's)."""
+    found = namespaces.status_of(ctx.client, ctx.shards)
     for t in found["types"].values():
         t.pop("stats", None)
     return found
@@ -209,8 +217,8 @@ def get_overview(ctx: Context, request: Request) -> Any:
 
 
 def _overview(ctx: Context) -> Any:
-    found = data.overview(ctx.client, ctx.keys)
-    catalog = read_catalog(ctx.client, ctx.keys)
+    found = namespaces.overview(ctx.client, ctx.shards)
+    catalog = namespaces.catalog(ctx.client, ctx.shards)
     for name in catalog["types"].keys() - found["types"].keys():  # served, never enqueued
         found["types"][name] = data.empty_row()
     found["types"] = dict(sorted(found["types"].items()))
@@ -219,48 +227,48 @@ def _overview(ctx: Context) -> Any:
 
 
 def get_catalog(ctx: Context, request: Request) -> Any:
-    return read_catalog(ctx.client, ctx.keys)
+    return namespaces.catalog(ctx.client, ctx.shards)
 
 
 def get_type(ctx: Context, request: Request) -> Any:
-    return data.type_detail(ctx.client, ctx.keys, _type(request))
+    return namespaces.type_detail(ctx.client, ctx.shards, _type(request))
 
 
 def get_workers(ctx: Context, request: Request) -> Any:
-    found = status.collect(ctx.client, ctx.keys)
-    now_ms = found["now"] * 1000
-    workers = sorted(
-        found["workers"], key=lambda w: (w["pod"], w["id"])
-    )  # a pod's processes together
-    for w in workers:
-        w["dead_unreaped"] = not w["registered"] or w["lease_expires_ms"] < now_ms
-    return {"now": found["now"], "workers": workers, "pods": status.pods_of(workers)}
+    return namespaces.workers(ctx.client, ctx.shards)
+
+
+def page_params(request: Request) -> tuple[int, int]:
+    """``?start=`` (default 0) and ``?count=`` (default and most: :data:`PAGE`, 500)."""
+    return _int_param(request, "start", 0, 10**9), _int_param(request, "count", PAGE, 500)
 
 
 def get_dead(ctx: Context, request: Request) -> Any:
-    start = _int_param(request, "start", 0, 10**9)
-    count = _int_param(request, "count", 50, 500)
-    return data.dead_letters(ctx.client, ctx.keys, _type(request), start=start, count=count)
+    task_type = _type(request)
+    start, count = page_params(request)
+    keys = ctx.keys_for(task_type)
+    return data.dead_letters(ctx.client, keys, task_type, start=start, count=count)
 
 
 def get_delayed(ctx: Context, request: Request) -> Any:
-    start = _int_param(request, "start", 0, 10**9)
-    count = _int_param(request, "count", 50, 500)
-    return data.delayed_tasks(ctx.client, ctx.keys, _type(request), start=start, count=count)
+    task_type = _type(request)
+    start, count = page_params(request)
+    keys = ctx.keys_for(task_type)
+    return data.delayed_tasks(ctx.client, keys, task_type, start=start, count=count)
 
 
 def get_fanouts(ctx: Context, request: Request) -> Any:
-    return {"fanouts": data.fanouts(ctx.client, ctx.keys)}
+    return {"fanouts": namespaces.fanouts(ctx.client, ctx.shards)}
 
 
 def get_scalers(ctx: Context, request: Request) -> Any:
-    return {"scalers": read_scalers(ctx.client, ctx.keys)}
+    return {"scalers": namespaces.scalers(ctx.client, ctx.shards)}
 
 
 def get_task(ctx: Context, request: Request) -> Any:
     task_id = check_name("task id", request.path_params["id"])
     try:
-        info = admin.task_info(ctx.client, ctx.keys, task_id, limit=50_000)
+        info = namespaces.find_task(ctx.client, ctx.shards, task_id, limit=50_000)
     except admin.LookupLimitReached as exc:
         raise ApiError(404, str(exc)) from None
     if info is None:
@@ -288,7 +296,8 @@ def post_dead(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
     run = {"retry": admin.dead_requeue, "delete": admin.dead_purge}.get(op)
     if run is None:
         raise ApiError(404, f"no dead-letter operation {op!r}")
-    return {"done": run(ctx.client, ctx.keys, _type(request), ids=_ids(body))}
+    task_type = _type(request)
+    return {"done": run(ctx.client, ctx.keys_for(task_type), task_type, ids=_ids(body))}
 
 
 def post_delayed(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
@@ -297,7 +306,8 @@ def post_delayed(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
     if run is None:
         raise ApiError(404, f"no delayed-task operation {op!r}")
     task_id = check_name("task id", request.path_params["id"])
-    if not run(ctx.client, ctx.keys, _type(request), task_id):
+    task_type = _type(request)
+    if not run(ctx.client, ctx.keys_for(task_type), task_type, task_id):
         raise ApiError(404, f"task {task_id} is not among the delayed tasks")
     return {"done": 1}
 
@@ -306,9 +316,10 @@ def post_enqueue(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
     args, kwargs = _call_args(body)
     priority = parse_priority(body.get("priority", 5))
     delay = _number(body, "delay", 0.0, 365 * 86400.0)
-    producer = Producer(ctx.client, keys=ctx.keys)
+    task_type = _type(request)
+    producer = Producer(ctx.client, keys=ctx.keys_for(task_type))
     [task_id] = producer.enqueue_many(
-        _type(request), [Call(args, kwargs)], delay=delay or None, priority=priority
+        task_type, [Call(args, kwargs)], delay=delay or None, priority=priority
     )
     return {"id": task_id}
 
@@ -317,7 +328,9 @@ def post_call(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
     args, kwargs = _call_args(body)
     options = CallOptions(priority=parse_priority(body.get("priority", 5)))
     timeout = _number(body, "timeout", 30.0, MAX_CALL_TIMEOUT_S)
-    handle = call_async(ctx.client, _type(request), *args, options=options, keys=ctx.keys, **kwargs)
+    task_type = _type(request)
+    keys = ctx.keys_for(task_type)
+    handle = call_async(ctx.client, task_type, *args, options=options, keys=keys, **kwargs)
     try:
         return {"id": handle.id, "ok": True, "result": handle.get(timeout)}
     except RemoteError as exc:

@@ -8,7 +8,7 @@ The Redis URL is never rendered: pages show only its host and port.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -20,8 +20,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
-from taskscale.keys import Keys
+from taskscale.dashboard.hosts import Allowed, HostCheck
 from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -62,14 +63,21 @@ def redis_where(url: str) -> str:
 def create_app(
     client: RedisClient,
     *,
-    keys: Keys,
+    shards: ShardMap,
     token: str | None,
     redis_url: str,
     root: str = "",
     snapshot_s: float = 1.0,
+    allowed_hosts: Sequence[Allowed] | None = None,
 ) -> Starlette:
-    """The dashboard for ``client``'s Redis; ``token`` None or "" = read-only;
-    ``snapshot_s``: how long one overview read is shared by every viewer."""
+    """The dashboard for ``client``'s Redis and the namespaces of ``shards``
+    (one, or a sharded deployment's list); ``token`` None or "" = read-only;
+    ``snapshot_s``: how long one overview read is shared by every viewer;
+    ``allowed_hosts``: what the Host header may name (None: anything;
+    :func:`taskscale.dashboard.hosts.allowed_for`)."""
+    middleware = [Middleware(_SecurityHeaders)]
+    if allowed_hosts is not None:  # outermost: a refused request reaches nothing
+        middleware.insert(0, Middleware(HostCheck, allowed=allowed_hosts))
     app = Starlette(
         routes=[
             Route("/healthz", _healthz),
@@ -77,10 +85,10 @@ def create_app(
             *pages.ROUTES,
             Mount("/static", StaticFiles(packages=[("taskscale.dashboard", "static")])),
         ],
-        middleware=[Middleware(_SecurityHeaders)],
+        middleware=middleware,
     )
     app.state.ctx = api.Context(
-        client=client, keys=keys, token=token or None, snapshots=api.Snapshots(snapshot_s)
+        client=client, shards=shards, token=token or None, snapshots=api.Snapshots(snapshot_s)
     )
     app.state.root = root.rstrip("/")
     app.state.redis_where = redis_where(redis_url)

@@ -41,8 +41,9 @@ def _envelope_ms(raw: Any) -> int | None:
 
 
 def overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
-    """``status.collect`` with ``oldest_ready_s``, ``due_soon``, ``idle_for_s``
-    and ``wait_ms``/``claimed`` per type."""
+    """``status.collect`` with ``oldest_ready_s``, ``due_soon``, ``idle_for_s``,
+    ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
+    task ever dead-lettered, which the browser turns into a rate) per type."""
     found = status.collect(client, keys)
     now_ms = int(found["now"] * 1000)
     names = list(found["types"])
@@ -68,6 +69,7 @@ def overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
         t["claimed"] = stats.get("claimed", 0)
         t["wait_ms"] = stats.get("wait_ms", 0)
         t["service_ms"] = stats.get("service_ms", 0)
+        t["dead_lettered"] = stats.get("dead", 0)
         t["due_soon"] = int(due_soon.get(name, 0))
         t["oldest_ready_s"] = (now_ms - oldest[name]) / 1000 if name in oldest else None
         idle = t["idle_since"]
@@ -91,17 +93,26 @@ def empty_row() -> dict[str, Any]:
         "claimed": 0,
         "wait_ms": 0,
         "service_ms": 0,
+        "dead_lettered": 0,
         "due_soon": 0,
         "oldest_ready_s": None,
         "idle_for_s": None,
     }
 
 
-def type_detail(client: RedisClient, keys: Keys, task_type: str) -> dict[str, Any]:
-    """One type: its overview row, catalog entry and the scalers that size it."""
+def type_detail(
+    client: RedisClient,
+    keys: Keys,
+    task_type: str,
+    *,
+    scalers: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One type: its overview row, catalog entry and the scalers that size it
+    (from ``scalers`` when given: a sharded deployment's come from every namespace)."""
     found = overview(client, keys)
     catalog = read_catalog(client, keys)
-    scalers = [s for s in read_scalers(client, keys) if task_type in s.get("types", [])]
+    every = read_scalers(client, keys) if scalers is None else scalers
+    scalers = [s for s in every if task_type in s.get("types", [])]
     return {
         "type": task_type,
         "now": found["now"],
@@ -120,6 +131,7 @@ def dead_letters(
         "type": task_type,
         "total": int(client.llen(keys.dead(task_type))),
         "start": start,
+        "count": count,
         "letters": [
             {
                 "id": d.task_id,
@@ -144,6 +156,7 @@ def delayed_tasks(
         "type": task_type,
         "total": int(client.zcard(keys.delayed(task_type))),
         "start": start,
+        "count": count,
         "tasks": [
             {
                 "id": d.task_id,

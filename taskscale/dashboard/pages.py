@@ -10,6 +10,7 @@ others are rendered here from the same readers as the API.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -19,7 +20,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
-from taskscale.dashboard import api, data, forms
+from taskscale.dashboard import api, data, forms, namespaces
 from taskscale.keys import check_name
 from taskscale.status import _ago
 
@@ -42,7 +43,8 @@ def _render(request: Request, template: str, page: str, **values: Any) -> Respon
         root=request.app.state.root,
         page=page,
         writable=bool(ctx.token),
-        namespace=ctx.keys.namespace,
+        namespace=",".join(ctx.shards.namespaces),
+        sharded=ctx.shards.sharded,
         redis_where=request.app.state.redis_where,
         ago=_ago,
         when=_when,
@@ -56,6 +58,29 @@ def _type(request: Request) -> str | None:
         return check_name("task type", request.path_params["type"])
     except ValueError:
         return None
+
+
+def _page(request: Request) -> tuple[int, int]:
+    """``?start=`` and ``?count=`` of a listing page; nonsense reads as the first page."""
+    try:
+        return api.page_params(request)
+    except api.ApiError:
+        return 0, api.PAGE
+
+
+def _pages(found: dict[str, Any]) -> dict[str, Any]:
+    """Where a listing page is: first and last entry shown (1-based), and the
+    ``start`` of the previous and next pages (None at either end)."""
+    start, count, total = found["start"], found["count"], found["total"]
+    shown = len(found.get("letters", found.get("tasks", [])))
+    return {
+        "first": start + 1 if shown else 0,
+        "last": start + shown,
+        "total": total,
+        "count": count,
+        "previous": max(0, start - count) if start > 0 else None,
+        "next": start + count if start + count < total else None,
+    }
 
 
 def _not_found(what: str) -> Response:
@@ -77,7 +102,7 @@ async def workers(request: Request) -> Response:
 
 async def fanouts(request: Request) -> Response:
     ctx: api.Context = request.app.state.ctx
-    found = await api._in_thread(data.fanouts, ctx.client, ctx.keys)
+    found = await api._in_thread(namespaces.fanouts, ctx.client, ctx.shards)
     return _render(request, "fanouts.html", "fanouts", fanouts=found)
 
 
@@ -86,7 +111,7 @@ async def task_type(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    detail = await api._in_thread(data.type_detail, ctx.client, ctx.keys, name)
+    detail = await api._in_thread(namespaces.type_detail, ctx.client, ctx.shards, name)
     entry = detail["catalog"]
     return _render(
         request,
@@ -104,8 +129,10 @@ async def dead(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.dead_letters, ctx.client, ctx.keys, name)
-    return _render(request, "dead.html", "dead", task_type=name, dead=found)
+    start, count = _page(request)
+    read = partial(data.dead_letters, start=start, count=count)
+    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    return _render(request, "dead.html", "dead", task_type=name, dead=found, pages=_pages(found))
 
 
 async def delayed(request: Request) -> Response:
@@ -113,8 +140,12 @@ async def delayed(request: Request) -> Response:
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    found = await api._in_thread(data.delayed_tasks, ctx.client, ctx.keys, name)
-    return _render(request, "delayed.html", "delayed", task_type=name, delayed=found)
+    start, count = _page(request)
+    read = partial(data.delayed_tasks, start=start, count=count)
+    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    return _render(
+        request, "delayed.html", "delayed", task_type=name, delayed=found, pages=_pages(found)
+    )
 
 
 ROUTES = [

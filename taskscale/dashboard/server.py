@@ -12,10 +12,13 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli_runtime import _client, _common, _guarded, count
+from taskscale.cli_runtime import _common, _guarded, _sharded_client, count
+from taskscale.dashboard.hosts import allowed_for, allowed_host
+from taskscale.envdefaults import env_name
 
 log = logging.getLogger("taskscale.dashboard")
 
@@ -59,17 +62,27 @@ def serve_in_thread(
     port: int = 0,
     startup_timeout_s: float = 20.0,
     snapshot_s: float = 1.0,
+    allowed_hosts: Sequence[str] = (),
 ) -> RunningDashboard:
-    """Start the dashboard on ``host:port`` (0 = a free port); return once it listens."""
+    """Start the dashboard on ``host:port`` (0 = a free port); return once it
+    listens.  ``namespace`` may list several (``a,b,c``: a sharded deployment);
+    ``allowed_hosts`` as ``--allowed-host``."""
     import uvicorn
 
     from taskscale.connection import connect
     from taskscale.dashboard.app import create_app
-    from taskscale.keys import Keys
+    from taskscale.shards import ShardMap
 
+    shards = ShardMap.parse(namespace)
+    hosts = allowed_for(host, [allowed_host(h) for h in allowed_hosts])
     client = connect(redis_url)
     app = create_app(
-        client, keys=Keys(namespace), token=token, redis_url=redis_url, snapshot_s=snapshot_s
+        client,
+        shards=shards,
+        token=token,
+        redis_url=redis_url,
+        snapshot_s=snapshot_s,
+        allowed_hosts=hosts,
     )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
@@ -96,8 +109,18 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--token",
         default=os.environ.get(TOKEN_ENV),
-        help=f"operator token that allows retries, deletes, enqueues (env {TOKEN_ENV}); "
-        "without one the console is read-only",
+        help=f"operator token that allows retries, deletes, enqueues; prefer the env {TOKEN_ENV} "
+        "(a command line is visible to every user of the host); without one the console is "
+        "read-only",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="a further name the browser may use for the console (e.g. localhost:9000 behind "
+        "ssh -L or a port-forward to another port); bound to loopback, only localhost, "
+        "127.0.0.1 and [::1] on the port it listens on are answered (DNS rebinding)",
     )
     p.set_defaults(func=_guarded(_run))
 
@@ -111,13 +134,25 @@ def _run(args: argparse.Namespace) -> int:
     from taskscale.dashboard.app import create_app
     from taskscale.logs import redact
 
-    client, keys = _client(args)
-    app = create_app(client, keys=keys, token=args.token, redis_url=args.redis_url)
+    hosts = allowed_for(args.bind, [allowed_host(h) for h in args.allowed_host])
+    client, shards = _sharded_client(args)
+    app = create_app(
+        client, shards=shards, token=args.token, redis_url=args.redis_url, allowed_hosts=hosts
+    )
     mode = "state changes need the token" if args.token else "read-only (no --token)"
+    where = "namespaces" if shards.sharded else "namespace"
     print(
         f"taskscale dashboard: http://{args.bind}:{args.port}/ ({mode}); "
-        f"Redis {redact(args.redis_url)}, namespace {keys.namespace}",
+        f"Redis {redact(args.redis_url)}, {where} {','.join(shards.namespaces)}",
         flush=True,
     )
+    from_env = {os.environ.get(TOKEN_ENV), os.environ.get(env_name("--token"))}
+    if args.token and args.token not in from_env:
+        print(
+            f"taskscale dashboard: note: --token on the command line is visible to every user "
+            f"of this host (ps); prefer the environment variable {TOKEN_ENV}",
+            file=sys.stderr,
+            flush=True,
+        )
     uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")
     return 0

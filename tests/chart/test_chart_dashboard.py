@@ -4,7 +4,15 @@ token from a Secret, and a Redis URL it must be told (or the examples')."""
 
 from __future__ import annotations
 
+import json
+
 from chartlib import CHART, KUBE_VERSION, by_kind, helm, one, render
+
+URL = {"dashboard.redisUrl": "redis://r:6379/0"}
+PEERS = [
+    {"namespaceSelector": {"matchLabels": {"team": "ops"}}},
+    {"podSelector": {"matchLabels": {"app": "oauth2-proxy"}}},
+]
 
 
 def test_the_dashboard_is_off_by_default() -> None:
@@ -71,3 +79,48 @@ def test_without_a_token_secret_the_console_is_read_only_and_a_url_is_required()
         "--set", "dashboard.tokn=x", check=False,
     )  # fmt: skip
     assert typo.returncode != 0
+
+
+def test_the_dashboard_network_policy_is_off_by_default_and_admits_only_listed_peers() -> None:
+    assert not by_kind(render(set_values={"dashboard.enabled": "true", **URL}), "NetworkPolicy")
+    objects = render(
+        set_values={"dashboard.enabled": "true", "dashboard.networkPolicy.enabled": "true", **URL},
+        extra=["--set-json", f"dashboard.networkPolicy.from={json.dumps(PEERS)}"],
+    )
+    policy = one(objects, "NetworkPolicy", "ts-taskscale-dashboard")
+    pod = one(objects, "Deployment", "ts-taskscale-dashboard")["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector and all(pod["metadata"]["labels"][k] == v for k, v in selector.items())
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["from"] == PEERS
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert pod["spec"]["containers"][0]["ports"][0]["name"] == "http"
+    # no peers listed: nothing may connect (an empty rule list, not an allow-all rule)
+    closed = render(
+        set_values={"dashboard.enabled": "true", "dashboard.networkPolicy.enabled": "true", **URL}
+    )
+    assert one(closed, "NetworkPolicy", "ts-taskscale-dashboard")["spec"]["ingress"] == []
+    typo = helm(
+        "template", "ts", CHART, "--kube-version", KUBE_VERSION, "--set", "dashboard.enabled=true",
+        "--set", "dashboard.redisUrl=redis://r:6379/0",
+        "--set-json", 'dashboard.networkPolicy.from=[{"podSelectr": {}}]', check=False,
+    )  # fmt: skip
+    assert typo.returncode != 0
+
+
+def test_the_dashboard_takes_a_namespace_list() -> None:
+    objects = render(
+        set_values={"dashboard.enabled": "true", "dashboard.redisNamespace": "q-0\\,q-1", **URL}
+    )
+    container = one(objects, "Deployment", "ts-taskscale-dashboard")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert "--namespace=q-0,q-1" in container["args"]
+    for bad in ("q-0\\,", "q 0", "q-0\\,\\,q-1"):
+        result = helm(
+            "template", "ts", CHART, "--kube-version", KUBE_VERSION,
+            "--set", "dashboard.enabled=true", "--set", "dashboard.redisUrl=redis://r:6379/0",
+            "--set", f"dashboard.redisNamespace={bad}", check=False,
+        )  # fmt: skip
+        assert result.returncode != 0, bad

@@ -14,7 +14,7 @@ from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.reconciler import PassOutcome, Reconciler
-from taskscale.controller.types import ScalingPolicy, TypePolicy
+from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
 from taskscale.keys import Keys
 from taskscale.scaling import read_scalers
 
@@ -99,3 +99,28 @@ def test_the_timeline_is_capped_and_an_unbound_scaler_writes_nothing(
         assert read_scalers(r, KEYS)[0]["desired"] == n
     assert r.llen(KEYS.decisions(cfg.key)) == 3
     assert [d["desired"] for d in read_scalers(r, KEYS)[0]["decisions"]] == [5, 4, 3]
+
+
+def test_a_sharded_scaler_records_in_the_first_namespace_of_its_list(
+    r: redis.Redis, redis_url: str
+) -> None:
+    """A namespace list ("a,b,c") is not one namespace: binding such a scaler
+    used to raise (an invalid namespace) and the controller dropped it."""
+    cfg = config()
+    sharded = ScalerConfig(
+        name=cfg.name,
+        namespace=cfg.namespace,
+        target=cfg.target,
+        redis=RedisRef(url="unused", key_namespace="shard-a, shard-b,shard-c"),
+        policy=cfg.policy,
+    )
+    log = DecisionLog()
+    try:
+        log.bind(sharded, redis_url)
+        decision = Decision(desired=2, reason_code="Demand", reason="0 -> 2: 2 queued")
+        log.report(PassOutcome(sharded, 0.0, None, 0, decision, scaled=True))
+    finally:
+        log.close()
+    [scaler] = read_scalers(r, Keys("shard-a"))
+    assert (scaler["scaler"], scaler["desired"]) == ("default/emails", 2)
+    assert read_scalers(r, Keys("shard-b")) == read_scalers(r, Keys("shard-c")) == []

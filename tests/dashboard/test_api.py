@@ -115,6 +115,20 @@ def test_dead_letters_retry_one_retry_all_and_delete_move_exactly_what_they_shou
         assert post(d.url, "/api/dead/fail/retry", {"ids": []})[0] == 400
 
 
+def test_the_overview_counts_dead_letters_ever_made_beside_those_kept(
+    redis_url: str, r: redis.Redis
+) -> None:
+    """``dead`` is the dead-letter list now; ``dead_lettered`` the counter the
+    page's dead/s rate is taken from, which a retry or delete never lowers."""
+    make_dead_letters(redis_url, r, ["one", "two", "three"])
+    with dashboard(redis_url) as d:
+        _, before, _ = get(d.url, "/api/overview")
+        assert post(d.url, "/api/dead/fail/delete", {"all": True}) == (200, {"done": 3})
+        _, after, _ = get(d.url, "/api/overview")  # a change forgets the shared snapshot
+    assert (before["types"]["fail"]["dead"], before["types"]["fail"]["dead_lettered"]) == (3, 3)
+    assert (after["types"]["fail"]["dead"], after["types"]["fail"]["dead_lettered"]) == (0, 3)
+
+
 def test_a_state_change_without_the_right_token_is_refused_and_changes_nothing(
     redis_url: str, r: redis.Redis
 ) -> None:

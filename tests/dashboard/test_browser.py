@@ -151,3 +151,17 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText);"
         # read in one step, and again if a poll redrew the list in between
         wait_for(browser, lambda b: b.execute_script(script, card + " li .sentence") == sentences)
+
+
+def test_the_overview_shows_the_rate_of_dead_letters(
+    browser: WebDriver, redis_url: str, r: redis.Redis
+) -> None:
+    Producer(r, keys=KEYS).enqueue("email", 1)
+    with dashboard(redis_url) as d:
+        browser.get(d.url)
+        cell = 'tr[data-type="email"] td[data-field="dead-rate"]'
+        wait_for(browser, lambda b: text_of(b, cell) == "0.0")  # a rate: two refreshes seen
+        r.hincrby(KEYS.stats("email"), "dead", 10)  # what fail.lua counts per dead letter
+        wait_for(browser, lambda b: float(text_of(b, cell)) > 0)
+        r.delete(KEYS.dead("email"))  # an operator's purge: the count falls, the rate does not
+        wait_for(browser, lambda b: text_of(b, cell) == "0.0")

@@ -5,6 +5,7 @@ and gives each pod its total: real Redis, real workers in this process."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -58,3 +59,31 @@ def test_the_workers_page_sorts_processes_by_pod_and_sums_each_pod(
     ]
     assert code == 200
     assert "<tr><td>pod-a</td><td>2</td><td>0/6</td></tr>" in page
+
+
+def test_a_worker_whose_lease_expired_and_is_not_reaped_is_shown_dead_unreaped(
+    redis_url: str, r: redis.Redis
+) -> None:
+    """No scheduler runs here, so nothing reaps: a workers-zset member whose
+    lease is a minute old stays listed, marked and struck through, beside a
+    live worker; one whose registry record already expired is marked too."""
+    now_ms = int(time.time() * 1000)
+    r.zadd(KEYS.workers, {"gone-0": now_ms - 60_000, "vanished-0": now_ms - 60_000})
+    r.hset(
+        KEYS.worker("gone-0"),
+        mapping={
+            "pod": "pod-gone",
+            "types": "sleep",
+            "threads": 2,
+            "heartbeat_ms": now_ms - 70_000,
+        },
+    )
+    with worker(redis_url, "live-0", "pod-live", 2), dashboard(redis_url) as d:
+        wait_until(lambda: r.zcard(KEYS.workers) == 3)
+        _, api, _ = get(d.url, "/api/workers")
+        _, page, _ = get(d.url, "/workers")
+    state = {w["id"]: w["dead_unreaped"] for w in api["workers"]}
+    assert state == {"live-0": False, "gone-0": True, "vanished-0": True}
+    assert '<tr class="dead" data-worker="gone-0">' in page
+    assert '<tr class="" data-worker="live-0">' in page
+    assert page.count("dead, not yet reaped") == 2

@@ -1,6 +1,7 @@
 """Real ``taskscale worker`` processes running ``async def`` tasks: many at
 once on one event loop, never more claimed than async slots, side by side
-with thread tasks, and a graceful SIGTERM."""
+with thread tasks, a graceful SIGTERM, and the coroutines still running at
+the grace end cancelled (they see it) with their tasks requeued at the head."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 
 import pytest
 import redis
-from rthelpers import example_worker, sigterm_twice
+from cancel_tasks import CANCELLED, STARTED
+from rthelpers import example_worker, sigterm_twice, taskscale_process
 from waiting import wait_until
 
 from taskscale.keys import Keys
@@ -186,3 +188,41 @@ def test_each_of_several_processes_has_its_own_async_slots(
     finally:
         stop(proc)
     assert inflight(r, keys) == 0
+
+
+def test_at_the_grace_end_running_coroutines_are_cancelled_and_their_tasks_requeued(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    """The coroutine sees the cancellation (its ``except CancelledError``
+    runs, and may await), and its task goes back to the head of its queue
+    with no failure recorded."""
+    held = producer.enqueue_many("held", [Call(kwargs={"tag": t}) for t in "ab"])
+    waiting = producer.enqueue("held", tag="waiting")
+    proc = taskscale_process(
+        redis_url,
+        "worker",
+        "--import",
+        "cancel_tasks",
+        "--types",
+        "held",
+        "--async-slots",
+        "2",
+        "--grace",
+        "1",
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: r.llen(STARTED) == 2, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    cancelled = sorted(x.decode() for x in r.lrange(CANCELLED, 0, -1))
+    assert cancelled == sorted(held), err.decode()[-2000:]
+    assert b"cancelled 2 async task(s) at the grace end" in err
+    queue = [json.loads(x)["id"] for x in r.lrange(keys.queue("held"), 0, -1)]
+    assert sorted(queue[:2]) == sorted(held) and queue[2:] == [waiting]
+    assert stat(r, keys, "held", "requeued") == 2
+    assert stat(r, keys, "held", "failed") == 0 and r.llen(keys.dead("held")) == 0
+    assert active(r, keys, "held") == 0 and inflight(r, keys) == 0

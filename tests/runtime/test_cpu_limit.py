@@ -15,7 +15,14 @@ from taskscale.cpu_limit import (
     available_cpus,
     cgroup_cpu_limit,
     cgroup_root,
+    own_cgroups,
 )
+
+#: /proc/self/cgroup of a process in a private cgroup namespace (v2), and of
+#: a container's process without one (v2, then a v1 host: the cpu controller's line).
+PRIVATE = "0::/\n"
+V2_HOST_VIEW = "0::/kubepods/burstable/pod1/ctr\n"
+V1_HOST_VIEW = "12:memory:/kubepods/pod1/ctr\n3:cpu,cpuacct:/kubepods/pod1/ctr\n1:name=systemd:/x\n"
 
 
 def cgroup(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -93,3 +100,62 @@ def test_the_root_comes_from_the_environment_and_drives_processes_auto(
     assert processes("3") == 3
     with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
         processes("0")
+
+
+def test_own_cgroup_paths_from_proc_self_cgroup() -> None:
+    assert own_cgroups(PRIVATE) == ("/", None)
+    assert own_cgroups(V2_HOST_VIEW) == ("/kubepods/burstable/pod1/ctr", None)
+    assert own_cgroups(V1_HOST_VIEW) == (None, "/kubepods/pod1/ctr")
+    # a path that climbs out of the namespace, and garbage, name nothing
+    assert own_cgroups("0::/../../x\n2:cpu:/../y\nnonsense\n") == (None, None)
+    assert own_cgroups(None) == own_cgroups("") == (None, None)
+
+
+def test_v2_the_own_cgroup_is_read_when_the_mount_shows_the_host_tree(tmp_path: Path) -> None:
+    # no cpu.max at the top (the host's root cgroup has none): the container's own
+    root = cgroup(tmp_path, {"kubepods/burstable/pod1/ctr/cpu.max": "300000 100000\n"})
+    assert cgroup_cpu_limit(root, self_cgroup=V2_HOST_VIEW) == 3
+    assert auto_processes(root=root, self_cgroup=V2_HOST_VIEW) == 3
+    # the same directory is not ours in a private namespace: no limit found
+    assert cgroup_cpu_limit(root, self_cgroup=PRIVATE) is None
+
+
+def test_v2_own_cgroup_first_and_the_smallest_limit_on_the_way_up(tmp_path: Path) -> None:
+    root = cgroup(
+        tmp_path,
+        {
+            "cpu.max": "max 100000\n",
+            "kubepods/cpu.max": "max 100000\n",
+            "kubepods/burstable/pod1/cpu.max": "200000 100000\n",  # the pod: 2 CPUs
+            "kubepods/burstable/pod1/ctr/cpu.max": "max 100000\n",  # the container: unset
+        },
+    )
+    assert cgroup_cpu_limit(root, self_cgroup=V2_HOST_VIEW) == 2
+    (root / "kubepods/burstable/pod1/ctr/cpu.max").write_text("50000 100000\n")
+    assert cgroup_cpu_limit(root, self_cgroup=V2_HOST_VIEW) == 1
+    # the top's own file wins over nothing when the own path does not exist here
+    (root / "cpu.max").write_text("600000 100000\n")
+    assert cgroup_cpu_limit(root, self_cgroup="0::/elsewhere/ctr\n") == 6
+
+
+def test_v1_the_own_cgroup_of_the_cpu_controller_is_read(tmp_path: Path) -> None:
+    root = cgroup(
+        tmp_path,
+        {
+            "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            "cpu,cpuacct/kubepods/pod1/ctr/cpu.cfs_quota_us": "150000\n",
+            "cpu,cpuacct/kubepods/pod1/ctr/cpu.cfs_period_us": "100000\n",
+        },
+    )
+    assert cgroup_cpu_limit(root, self_cgroup=V1_HOST_VIEW) == 2
+    # in a private namespace (path /) the top is the own cgroup: unlimited there
+    assert cgroup_cpu_limit(root, self_cgroup="3:cpu,cpuacct:/\n") is None
+
+
+def test_a_hybrid_host_with_no_v2_cpu_files_falls_back_to_v1(tmp_path: Path) -> None:
+    # a v2 line in /proc/self/cgroup, but the cpu controller on v1 (hybrid mode)
+    root = cgroup(
+        tmp_path, {"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}
+    )
+    assert cgroup_cpu_limit(root, self_cgroup="2:cpu:/\n0::/\n") == 4

@@ -95,11 +95,13 @@
   function overviewRow(name, t, now, h) {
     const link = el("a", { href: root + "/types/" + encodeURIComponent(name), text: name });
     const prio = t.queued_by_priority.map((n, i) => (n ? `p${i}:${n}` : "")).filter(Boolean).join(" ");
-    let completedRate = null, failedRate = null, wait = null;
+    let completedRate = null, failedRate = null, deadRate = null, wait = null;
     if (h.prev) {
       const dt = Math.max(0.001, now - h.prev.now);
       completedRate = (t.completed - h.prev.completed) / dt;
       failedRate = (t.failed - h.prev.failed) / dt;
+      // from the dead-lettered counter, not the list: a retry or delete shrinks the list
+      deadRate = (t.dead_lettered - h.prev.dead_lettered) / dt;
       const claimed = t.claimed - h.prev.claimed;
       if (claimed > 0) wait = (t.wait_ms - h.prev.wait_ms) / claimed / 1000;
     }
@@ -107,7 +109,10 @@
     h.done.push(completedRate || 0);
     while (h.queued.length > HISTORY) h.queued.shift();
     while (h.done.length > HISTORY) h.done.shift();
-    h.prev = { now, completed: t.completed, failed: t.failed, claimed: t.claimed, wait_ms: t.wait_ms };
+    h.prev = {
+      now, completed: t.completed, failed: t.failed, dead_lettered: t.dead_lettered,
+      claimed: t.claimed, wait_ms: t.wait_ms,
+    };
     const cells = [
       el("td", {}, link),
       el("td", { class: "num", "data-field": "queued" },
@@ -117,6 +122,7 @@
       el("td", { class: "num", "data-field": "active", text: String(t.active) }),
       el("td", { class: "num", text: completedRate === null ? "…" : completedRate.toFixed(1) }),
       el("td", { class: "num" + (failedRate ? " bad" : ""), text: failedRate === null ? "…" : failedRate.toFixed(1) }),
+      el("td", { class: "num" + (deadRate ? " bad" : ""), "data-field": "dead-rate", text: deadRate === null ? "…" : deadRate.toFixed(1) }),
       el("td", { class: "num" }, t.dead
         ? el("a", { href: root + "/dead/" + encodeURIComponent(name), class: "bad", text: String(t.dead) })
         : el("span", { text: "0" })),
@@ -136,7 +142,7 @@
       if (!history.has(name)) history.set(name, { prev: null, queued: [], done: [] });
       rows.push(overviewRow(name, t, doc.now, history.get(name)));
     }
-    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "13", class: "muted", text: "no task types yet" })));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "14", class: "muted", text: "no task types yet" })));
     tbody.replaceChildren(...rows);
     const warnings = document.getElementById("warnings");
     const notes = doc.warnings.slice();
