@@ -172,8 +172,8 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--dead-letter-cap",
-        type=int,
-        default=int(os.environ.get("TASKSCALE_DEAD_LETTER_CAP", DEFAULT_DEAD_LETTER_CAP)),
+        type=offset,
+        default=DEFAULT_DEAD_LETTER_CAP,
         help="dead letters kept per type, oldest dropped beyond (0 = no cap; "
         f"env TASKSCALE_DEAD_LETTER_CAP; default {DEFAULT_DEAD_LETTER_CAP})",
     )
