@@ -3,7 +3,8 @@
 Each takes ``--redis-url`` (env ``TASKSCALE_REDIS_URL``) and ``--namespace``
 (env ``TASKSCALE_NAMESPACE``).  Errors a user can fix (a wrong URL, an
 unreachable server, a key of the wrong type, bad JSON) are printed as one
-line on stderr with a non-zero exit code, never as a traceback.
+line on stderr with a non-zero exit code, never as a traceback (2: the
+command line is wrong; 1: Redis, or a port that can't be opened here).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
+from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.producer import MAX_DELAY_S
 from taskscale.redis_urls import RedisClient
@@ -194,7 +196,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-sleep", type=seconds, default=1.0, help="longest sleep, seconds")
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=port,
         default=None,
         help="serve Prometheus metrics, /healthz and /readyz here",
     )
@@ -237,6 +239,9 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         except (UsageError, ValueError, RedisUnavailable) as exc:
             print(f"taskscale {args.command}: {exc}", file=sys.stderr)
             return 2 if isinstance(exc, UsageError | ValueError) else 1
+        except ListenError as exc:  # a metrics or dashboard port
+            print(f"taskscale {args.command}: {exc}", file=sys.stderr)
+            return exc.exit_code
         except redis.RedisError as exc:
             print(f"taskscale {args.command}: {describe_error(exc)}", file=sys.stderr)
             return 1

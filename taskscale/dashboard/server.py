@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli_runtime import _client, _common, _guarded, count
+from taskscale.cli_runtime import _client, _common, _guarded, port
+from taskscale.listening import open_listener
 
 log = logging.getLogger("taskscale.dashboard")
 
@@ -89,7 +90,9 @@ def serve_in_thread(
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("dashboard", help="serve the web console (taskscale[dashboard])")
     _common(p)
-    p.add_argument("--port", type=count, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument(
+        "--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any free port"
+    )
     p.add_argument(
         "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this host)"
     )
@@ -113,11 +116,15 @@ def _run(args: argparse.Namespace) -> int:
 
     client, keys = _client(args)
     app = create_app(client, keys=keys, token=args.token, redis_url=args.redis_url)
+    listener = open_listener(args.bind, args.port)  # ListenError: one line, exit 2 or 1
+    bound = listener.getsockname()[1]  # --port 0: the one the system picked
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
     mode = "state changes need the token" if args.token else "read-only (no --token)"
     print(
-        f"taskscale dashboard: http://{args.bind}:{args.port}/ ({mode}); "
+        f"taskscale dashboard: http://{host}:{bound}/ ({mode}); "
         f"Redis {redact(args.redis_url)}, namespace {keys.namespace}",
         flush=True,
     )
-    uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")
+    config = uvicorn.Config(app, host=args.bind, port=bound, log_level="warning")
+    uvicorn.Server(config).run(sockets=[listener])
     return 0
