@@ -199,6 +199,9 @@ def _write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> No
     except ImportError as exc:
         print(f"no plot: {exc} (pip install 'taskscale[controller]')", file=sys.stderr)
         return
+    except (OSError, ValueError) as exc:  # unwritable, or a suffix matplotlib can't write
+        print(f"no plot: cannot write {str(settings.out)!r}: {exc}", file=sys.stderr)
+        return
     print(f"plot written to {path}")
 
 
