@@ -55,7 +55,7 @@ def cancel(
     if task_type is not None:
         check_name("task type", task_type)
     conn = client_for(client)
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     state, where = _script(conn)(
         keys=[keys.types, keys.workers],
         args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT],

@@ -217,7 +217,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
     p.add_argument(
         "--wait-replicas",
-        type=int,
+        type=offset,
         default=0,
         help="WAIT until this many replicas have the task (0 = don't; docs/redis.md)",
     )
@@ -290,6 +290,8 @@ def _worker(args: argparse.Namespace) -> int:
     if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     for module in args.imports:
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise UsageError(f"invalid task module name {module!r}: use a dotted name, app.tasks")
         try:
             importlib.import_module(module)
         except ImportError as exc:
@@ -331,10 +333,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     from taskscale.scheduler_metrics import SchedulerMetrics
     from taskscale.signals import on_stop_signals
 
-    client, shards = _sharded_client(args)
-    settings = SchedulerSettings(
+    settings = SchedulerSettings(  # checked before Redis is dialled
         promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
     )
+    client, shards = _sharded_client(args)
     # one metrics registry for the process: every namespace's scheduler counts into it
     metrics = SchedulerMetrics(lease_s=args.lease)
     if args.metrics_port is not None:
@@ -362,11 +364,22 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _json_arg(text: str, kind: type, flag: str) -> Any:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except ValueError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
     if not isinstance(value, kind):
         raise UsageError(f"{flag} must be a JSON {'array' if kind is list else 'object'}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a JSON number")
     return value
 
 
@@ -379,10 +392,6 @@ def _enqueue(args: argparse.Namespace) -> int:
     # typo is reported as such even when the server is down.
     check_name("task type", args.type)
     parse_priority(args.priority)
-    if args.wait_replicas < 0:
-        raise UsageError(f"--wait-replicas must be >= 0, not {args.wait_replicas}")
-    if args.max_retries is not None and args.max_retries < 0:
-        raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
     try:
         options = TaskOptions(timeout=args.timeout)
     except ValueError as exc:

@@ -84,7 +84,7 @@ class Worker:
     ) -> None:
         self.redis = client
         self.settings = settings
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
         self.registry = registry or default_registry
         self.metrics = metrics
         self.health = health

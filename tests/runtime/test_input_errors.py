@@ -8,6 +8,7 @@ with "cannot reach Redis" instead of the message it expects.
 from __future__ import annotations
 
 import math
+import signal
 import socket
 import subprocess
 import sys
@@ -211,6 +212,14 @@ current-context: x
 
 
 @pytest.fixture()
+def keep_signal_handlers() -> Iterator[None]:
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.fixture()
 def taken_port() -> Iterator[int]:
     """A port another socket listens on (every address, as the worker binds)."""
     with socket.socket() as blocker:
@@ -324,3 +333,31 @@ def test_the_metrics_port_binds_an_ipv6_host() -> None:
             assert reply.read() == b"ok\n"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # reached Redis and came back as "WAIT ... value is not an integer or out of range"
+        (["enqueue", "t", "--wait-replicas", HUGE], "argument --wait-replicas: "),
+        # json.loads takes NaN and 1e999; the envelope then failed with a task id it never got
+        (["enqueue", "t", "--args", "[1, NaN]"], "--args is not valid JSON: NaN is not a JSON"),
+        (["enqueue", "t", "--kwargs", '{"a": -Infinity}'], "--kwargs is not valid JSON: -Inf"),
+        (["enqueue", "t", "--args", "[1e999]"], "1e999 is too large for a JSON number"),
+        (["schedules", "add", "n", "t", "--every", "5", "--args", "[NaN]"], "not valid JSON"),
+        # a reap every 0 s and a sleep of 0 s were busy loops on Redis
+        (["scheduler", "--lease", "0"], "--lease must be a finite number of seconds > 0"),
+        (["scheduler", "--max-sleep", "0"], "--max-sleep must be a finite number of seconds > 0"),
+        # importlib's "Empty module name" / relative-import TypeError
+        (["worker", "--types", "t", "--import", ""], "invalid task module name ''"),
+        (["worker", "--types", "t", "--import", ".tasks"], "invalid task module name '.tasks'"),
+    ],
+)
+@pytest.mark.usefixtures("keep_signal_handlers")  # the worker command sets its own
+def test_more_wrong_values_are_one_line_before_redis_is_dialled(
+    capsys: pytest.CaptureFixture[str], dead_url: str, argv: list[str], message: str
+) -> None:
+    code, text = cli(capsys, *argv, "--redis-url", dead_url)
+    assert code == 2, text
+    assert message in text
+    assert "cannot reach Redis" not in text and "Traceback" not in text
