@@ -31,6 +31,7 @@ keeps its running tasks and resumes when Redis is back.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import queue
@@ -40,6 +41,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -51,6 +53,7 @@ from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.gathering import CLAIM_GATHER_S, Gather
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
+from taskscale.logs import worker_fields
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
@@ -167,29 +170,34 @@ class Worker:
         """SIGTERM and SIGINT request a stop (call from the main thread)."""
 
         def handler(signum: int) -> None:  # on a thread: request_stop takes locks
-            log.info("worker %s: %s received", self.id, signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            log.info("worker %s: %s received", self.id, name, extra={"worker_id": self.id})
             self.request_stop()
 
         on_stop_signals(handler)
 
     def run(self) -> int:
         """Register, work until asked to stop, shut down gracefully; return 0."""
+        with worker_fields(self.id):  # every record of its threads names the worker
+            return self._run()
+
+    def _run(self) -> int:
         self._heartbeat()
         sync = SYNC in self._pools
         threads = [
-            threading.Thread(target=self._executor, name=f"executor-{i}", daemon=True)
+            _Thread(target=self._executor, name=f"executor-{i}", daemon=True)
             for i in range(self.settings.threads if sync else 0)
         ]
-        reporter = threading.Thread(target=self._reporter.run, name="reporter", daemon=True)
+        reporter = _Thread(target=self._reporter.run, name="reporter", daemon=True)
         claimers = [
-            threading.Thread(target=self._claimer, args=(pool,), name=CLAIMER_NAMES[kind])
+            _Thread(target=self._claimer, args=(pool,), name=CLAIMER_NAMES[kind])
             for kind, pool in self._pools.items()
         ]
         if ASYNC in self._pools:
             self._async.start()
         for thread in [*threads, reporter, *claimers]:
             thread.daemon = True
-            thread.start()
+            thread.start()  # in a copy of this context (``_Thread``): the worker id
         log.info(
             "worker %s serving %s on %s",
             self.id,
@@ -361,6 +369,16 @@ class Worker:
                 exc,
             )
             return 0
+
+
+class _Thread(threading.Thread):
+    """A thread that runs in a copy of its creator's context, so its log
+    records carry the worker id (:func:`~taskscale.logs.worker_fields`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        context = contextvars.copy_context()
+        target, args = kwargs.pop("target"), kwargs.pop("args", ())
+        super().__init__(target=context.run, args=(target, *args), **kwargs)
 
 
 def _text(value: bytes | str) -> str:

@@ -70,6 +70,7 @@ from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
 from taskscale.keys import Keys
+from taskscale.logs import configure_logging
 from taskscale.producer import Producer
 from taskscale.scheduler import Scheduler
 from taskscale.signals import STOP_SIGNALS, on_stop_signals
@@ -106,7 +107,7 @@ log = logging.getLogger(__name__)
 
 def run_demo(args: argparse.Namespace) -> int:
     """The ``taskscale demo`` command."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(args)  # --log-level (default warning) and --log-format
     try:
         settings = settings_from_args(args)
         plan = plan_load(settings)
@@ -190,7 +191,7 @@ def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPool
         namespace=settings.namespace,
         threads=settings.threads,
         imports=(EXAMPLES_MODULE,),
-        extra_args=("--grace", "10", "--heartbeat", "1"),
+        extra_args=("--grace", "10", "--heartbeat", "1", "--log-format", settings.log_format),
         log_dir=log_dir,
         name_prefix=f"demo-{os.getpid()}",
     )

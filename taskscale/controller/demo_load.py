@@ -17,6 +17,7 @@ import redis
 from taskscale.cli_runtime import seconds, threads, whole
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import check_name
+from taskscale.logs import add_logging_arguments
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import check_url
 
@@ -45,6 +46,7 @@ class DemoSettings:
     task_max_s: float = 1.0
     seed: int = 7
     log_dir: Path | None = None  #: worker logs; None: a temp dir removed at exit
+    log_format: str = "text"  #: the demo's own log and its workers' (text or json)
 
     @property
     def settle_s(self) -> float:
@@ -114,6 +116,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add("--rate", type=rate, default=d.rate_per_s, help="peak arrivals per second")
     add("--seed", type=int, default=d.seed, help="load generator seed")
     add("--log-dir", type=Path, default=None, help="keep worker logs here")
+    # its own log (warnings by default: the table is the output) and its workers'
+    add_logging_arguments(parser, default_level="warning", from_env=False)
 
 
 def settings_from_args(args: argparse.Namespace) -> DemoSettings:
@@ -139,6 +143,7 @@ def settings_from_args(args: argparse.Namespace) -> DemoSettings:
         rate_per_s=args.rate,
         seed=args.seed,
         log_dir=args.log_dir,
+        log_format=args.log_format,
     )
     validate_policy(settings.policy())
     return settings

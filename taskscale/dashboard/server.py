@@ -72,7 +72,10 @@ def serve_in_thread(
     app = create_app(
         client, keys=Keys(namespace), token=token, redis_url=redis_url, snapshot_s=snapshot_s
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    # log_config=None: uvicorn's records go through our handler (text or JSON)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, log_config=None
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="dashboard", daemon=True)
     thread.start()
@@ -125,6 +128,16 @@ def _run(args: argparse.Namespace) -> int:
         f"Redis {redact(args.redis_url)}, namespace {keys.namespace}",
         flush=True,
     )
-    config = uvicorn.Config(app, host=args.bind, port=bound, log_level="warning")
+    # log_config=None: uvicorn's own records (startup, errors) go through the
+    # handler configure_logging set up, so --log-format json covers them too;
+    # its info chatter and access lines only at --log-level debug
+    config = uvicorn.Config(
+        app,
+        host=args.bind,
+        port=bound,
+        log_config=None,
+        log_level={"debug": "debug", "info": "warning"}.get(args.log_level, args.log_level),
+        access_log=args.log_level == "debug",
+    )
     uvicorn.Server(config).run(sockets=[listener])
     return 0

@@ -3,6 +3,7 @@ writes its plot, reports what it measured, and leaves nothing running."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -64,9 +65,13 @@ def alive(pid: int) -> bool:
 @pytest.mark.integration
 def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path) -> None:
     out = tmp_path / "tmp.png"
+    logs = tmp_path / "logs"
 
     done = subprocess.run(
-        demo_command("--duration", "20", "--idle-threshold", "3", "--out", str(out)),
+        demo_command(
+            *("--duration", "20", "--idle-threshold", "3", "--out", str(out)),
+            *("--log-format", "json", "--log-dir", str(logs)),
+        ),
         capture_output=True,
         text=True,
         timeout=180,
@@ -83,6 +88,12 @@ def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path)
     enqueued = re.search(r"(\d+) tasks were enqueued .* and (\d+) completed", done.stdout)
     assert enqueued is not None
     assert int(enqueued.group(1)) > 0 and int(enqueued.group(2)) > 0
+    # --log-format reaches the workers: JSON lines, each naming its worker
+    records = [json.loads(line) for f in logs.glob("*.log") for line in f.read_text().splitlines()]
+    serving = [r for r in records if "serving" in r["message"]]
+    assert serving and all(r["worker_id"] in r["message"] for r in serving)
+    for line in done.stderr.splitlines():  # the demo's own log lines, if any
+        json.loads(line)
 
 
 @pytest.mark.slow
