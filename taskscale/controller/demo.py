@@ -52,19 +52,17 @@ from taskscale.controller.demo_load import (
     plan_load,
     settings_from_args,
 )
+from taskscale.controller.demo_plot import plot, write_plot
 from taskscale.controller.demo_report import (
     ConsoleReporter,
     RunResult,
     Sample,
     ScaleEvent,
-    Table,
-    _write_plot,
-    plot,
-    reason_text,
     replica_seconds,
     sample,
     summary,
 )
+from taskscale.controller.demo_table import Table, reason_text
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.observer import Observer, ObserveRequest
@@ -123,7 +121,7 @@ def run_demo(args: argparse.Namespace) -> int:
         except (RuntimeError, redis.RedisError) as exc:
             print(f"taskscale demo: {exc}", file=sys.stderr)
             return 1
-    _write_plot(result, plan, settings)
+    write_plot(result, plan, settings)
     print()
     print(summary(result, plan, settings))
     return 130 if result.interrupted else 0

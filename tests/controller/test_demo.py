@@ -205,12 +205,13 @@ def test_the_demo_policy_is_validated_like_a_taskscaler() -> None:
 def test_a_plot_that_cannot_be_written_is_one_line_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from taskscale.controller.demo_report import RunResult, Sample, _write_plot
+    from taskscale.controller.demo_plot import write_plot
+    from taskscale.controller.demo_report import RunResult, Sample
 
     (tmp_path / "file").write_text("not a directory")
     settings = DemoSettings(out=tmp_path / "file" / "demo.png")
     samples = [Sample(float(t), 0, 0, 0, 0, 0, 0, "-") for t in range(3)]
     result = RunResult(samples, Arrivals(), 0, 0, 0, [], 0, False, tmp_path)
-    _write_plot(result, plan_load(settings), settings)
+    write_plot(result, plan_load(settings), settings)
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"no plot: cannot write {str(settings.out)!r}: ")
