@@ -196,7 +196,8 @@ class Worker:
         on_stop_signals(handler)
 
     def run(self) -> int:
-        """Register, work until asked to stop, shut down gracefully; return 0."""
+        """Register, work until asked to stop, shut down gracefully; return 0
+        (1 when it stopped on a Redis error that retrying can't fix)."""
         with worker_fields(self.id):  # every record of its threads names the worker
             return self._run()
 
@@ -243,7 +244,7 @@ class Worker:
         log.info(
             "worker %s stopped; %d unfinished task(s) returned to their queues", self.id, moved
         )
-        return 0
+        return self._exit_code  # 1 after a Redis error retrying can't fix (_fatal)
 
     # --- failures ------------------------------------------------------------
     def _fatal(self, exc: BaseException) -> None:

@@ -303,3 +303,27 @@ def test_a_lost_claim_reply_is_reconciled_by_returning_the_unknown_tasks(
     assert r.hlen(keys.inflight("w-lost")) == 0
     assert r.llen(keys.queue("noop")) == 3
     assert int(r.hget(keys.active, "noop") or 0) == 0
+
+
+def test_a_redis_error_retrying_cannot_fix_stops_the_worker_with_exit_code_1(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    worker = Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("noop",), threads=1, idle_wait_s=0.2, grace_s=0),
+        keys=keys,
+        registry=examples_registry,
+    )
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: r.zscore(keys.workers, worker.id) is not None)
+        r.set(keys.limits, "not a hash")  # the next claim reads it: WRONGTYPE
+        thread.join(30)
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        r.delete(keys.limits)
+    assert codes == [1]  # it logged "stopping" but exited 0
+    assert r.zscore(keys.workers, worker.id) is None  # deregistered as usual
