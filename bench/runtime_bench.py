@@ -605,8 +605,8 @@ def summarize_profile(path: Path, top: int = 12) -> dict[str, Any]:
     }
 
 
-#: Worker thread entry functions (taskscale.worker.Worker), for the summary.
-THREAD_ROLES = ("_claimer", "_executor", "_reporter", "_flush_forever", "run")
+#: Worker thread entry functions (taskscale.worker and its parts), for the summary.
+THREAD_ROLES = ("claim_loop", "_claimer", "_executor", "_reporter", "_flush_forever", "run")
 
 
 def worker_commands(h: Harness, peer: str, *, workers: int, delayed: bool) -> list[list[str]]:

@@ -4,8 +4,9 @@
 # the version (OCI labels). Refuses to build when the versions disagree.
 #
 # Usage: bash scripts/release.sh [--images] [--check-versions]
-#   --check-versions  only check that pyproject.toml, Chart.yaml (version and
-#                     appVersion) and CHANGELOG.md name the same version
+#   --check-versions  only check that pyproject.toml, Chart.yaml (version,
+#                     appVersion and the artifacthub.io/images tags) and
+#                     CHANGELOG.md name the same version
 # Output: dist/taskscale-V.tar.gz, dist/taskscale-V-py3-none-any.whl,
 #         dist/taskscale-V.tgz (chart); images taskscale-{worker,controller}:V
 set -euo pipefail
@@ -29,6 +30,14 @@ bad=0
 [ "$chart_version" = "$version" ] || { echo "release.sh: Chart.yaml version $chart_version != $version" >&2; bad=1; }
 [ "$app_version" = "$version" ] || { echo "release.sh: Chart.yaml appVersion $app_version != $version" >&2; bad=1; }
 grep -q "^## \[$version\]" CHANGELOG.md || { echo "release.sh: CHANGELOG.md has no ## [$version] section" >&2; bad=1; }
+# Artifact Hub's list of the chart's images names them with the version too
+for name in taskscale-controller taskscale-worker; do
+  tag="$(sed -n "s|^ *image: *[^ ]*/$name:\([^ ]*\)$|\1|p" charts/taskscale/Chart.yaml)"
+  [ "$tag" = "$version" ] || {
+    echo "release.sh: Chart.yaml artifacthub.io/images has $name:${tag:-(none)}, not $version" >&2
+    bad=1
+  }
+done
 bash charts/taskscale/sync-crd.sh --check || bad=1
 [ "$bad" = 0 ] || exit 1
 echo "release.sh: version $version agrees everywhere" >&2

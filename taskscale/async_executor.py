@@ -22,6 +22,7 @@ it to the head of its queue like an unfinished thread's task.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
@@ -62,7 +63,11 @@ class AsyncExecutor:
     def start(self) -> None:
         """Start the loop thread (a worker without async types never does)."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+        # in a copy of the starter's context: its log records keep the worker id
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._serve,), name=self._name, daemon=True
+        )
         self._thread.start()
 
     def submit(self, tasks: list[Claimed]) -> None:

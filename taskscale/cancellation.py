@@ -64,7 +64,7 @@ def cancel(
     if fanout is not None:
         check_name("fan-out id", fanout)
     conn = client_for(client)
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     state, where = _script(conn)(
         keys=[keys.types, keys.workers],
         args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT, fanout or ""],

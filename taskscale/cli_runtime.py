@@ -3,7 +3,8 @@
 Each takes ``--redis-url`` (env ``TASKSCALE_REDIS_URL``) and ``--namespace``
 (env ``TASKSCALE_NAMESPACE``).  Errors a user can fix (a wrong URL, an
 unreachable server, a key of the wrong type, bad JSON) are printed as one
-line on stderr with a non-zero exit code, never as a traceback.
+line on stderr with a non-zero exit code, never as a traceback (2: the
+command line is wrong; 1: Redis, or a port that can't be opened here).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from taskscale.keys import (
     check_name,
     parse_priority,
 )
+from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.producer import MAX_DELAY_S
 from taskscale.redis_urls import RedisClient
@@ -172,8 +174,8 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--dead-letter-cap",
-        type=int,
-        default=int(os.environ.get("TASKSCALE_DEAD_LETTER_CAP", DEFAULT_DEAD_LETTER_CAP)),
+        type=offset,
+        default=DEFAULT_DEAD_LETTER_CAP,
         help="dead letters kept per type, oldest dropped beyond (0 = no cap; "
         f"env TASKSCALE_DEAD_LETTER_CAP; default {DEFAULT_DEAD_LETTER_CAP})",
     )
@@ -194,7 +196,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-sleep", type=seconds, default=1.0, help="longest sleep, seconds")
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=port,
         default=None,
         help="serve Prometheus metrics, /healthz and /readyz here",
     )
@@ -215,7 +217,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
     p.add_argument(
         "--wait-replicas",
-        type=int,
+        type=offset,
         default=0,
         help="WAIT until this many replicas have the task (0 = don't; docs/redis.md)",
     )
@@ -237,6 +239,9 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         except (UsageError, ValueError, RedisUnavailable) as exc:
             print(f"taskscale {args.command}: {exc}", file=sys.stderr)
             return 2 if isinstance(exc, UsageError | ValueError) else 1
+        except ListenError as exc:  # a metrics or dashboard port
+            print(f"taskscale {args.command}: {exc}", file=sys.stderr)
+            return exc.exit_code
         except redis.RedisError as exc:
             print(f"taskscale {args.command}: {describe_error(exc)}", file=sys.stderr)
             return 1
@@ -285,6 +290,8 @@ def _worker(args: argparse.Namespace) -> int:
     if args.imports and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     for module in args.imports:
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise UsageError(f"invalid task module name {module!r}: use a dotted name, app.tasks")
         try:
             importlib.import_module(module)
         except ImportError as exc:
@@ -326,10 +333,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     from taskscale.scheduler_metrics import SchedulerMetrics
     from taskscale.signals import on_stop_signals
 
-    client, shards = _sharded_client(args)
-    settings = SchedulerSettings(
+    settings = SchedulerSettings(  # checked before Redis is dialled
         promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
     )
+    client, shards = _sharded_client(args)
     # one metrics registry for the process: every namespace's scheduler counts into it
     metrics = SchedulerMetrics(lease_s=args.lease)
     if args.metrics_port is not None:
@@ -357,11 +364,22 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _json_arg(text: str, kind: type, flag: str) -> Any:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except ValueError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
     if not isinstance(value, kind):
         raise UsageError(f"{flag} must be a JSON {'array' if kind is list else 'object'}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a JSON number")
     return value
 
 
@@ -374,10 +392,6 @@ def _enqueue(args: argparse.Namespace) -> int:
     # typo is reported as such even when the server is down.
     check_name("task type", args.type)
     parse_priority(args.priority)
-    if args.wait_replicas < 0:
-        raise UsageError(f"--wait-replicas must be >= 0, not {args.wait_replicas}")
-    if args.max_retries is not None and args.max_retries < 0:
-        raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
     try:
         options = TaskOptions(timeout=args.timeout)
     except ValueError as exc:

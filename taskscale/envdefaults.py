@@ -5,7 +5,9 @@ is ``TASKSCALE_`` plus the option's long name in capitals with ``-`` as
 ``_``. A flag on the command line wins over the variable, the variable over
 the built-in default. The value goes through the option's own type check, so
 ``TASKSCALE_THREADS=zero`` is refused with the same sentence as
-``--threads zero``. Switches (``--json``) take 1/true/yes/on or 0/false/no/off;
+``--threads zero``, naming the variable (when the subcommand runs: a bad
+variable of ``worker`` does not break ``taskscale --version``). Switches
+(``--json``) take 1/true/yes/on or 0/false/no/off;
 repeatable options (``--import``) take a comma-separated list.
 
 ``taskscale demo`` is left out: it starts its own Redis unless told
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 PREFIX = "TASKSCALE_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -69,12 +72,65 @@ def apply_env_defaults(
         if raw is None:
             continue
         if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
-            value = raw.strip().lower()
-            if value not in _TRUE | _FALSE:
-                parser.error(f"{env_name(longs[0])}={raw!r}: use 1/true/yes/on or 0/false/no/off")
-            on = value in _TRUE
-            action.default = on if isinstance(action, argparse._StoreTrueAction) else not on
+            # a switch takes no value, so argparse uses its type only on a
+            # string default: checked when the subcommand runs, like the rest
+            action.default = EnvValue(raw, env_name(longs[0]))
+            action.type = _switch(isinstance(action, argparse._StoreTrueAction))
         elif isinstance(action, argparse._AppendAction):
             action.default = [v.strip() for v in raw.split(",") if v.strip()]
         else:
-            action.default = raw  # a string: argparse applies the option's type to it
+            # a string: argparse applies the option's type to it when the flag
+            # is not given; the subclass lets an error name the variable
+            action.default = EnvValue(raw, env_name(longs[0]))
+            action.type = _naming_variable(action)
+
+
+class EnvValue(str):
+    """A default taken from the environment: a string that knows its variable."""
+
+    variable: str
+
+    def __new__(cls, value: str, variable: str) -> EnvValue:
+        made = super().__new__(cls, value)
+        made.variable = variable
+        return made
+
+
+def _switch(store_true: bool) -> Callable[[str], bool]:
+    def parse(text: str) -> bool:
+        value = text.strip().lower()
+        if value not in _TRUE | _FALSE:
+            variable = getattr(text, "variable", "the variable")
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: use 1/true/yes/on or 0/false/no/off (from {variable})"
+            )
+        on = value in _TRUE
+        return on if store_true else not on
+
+    parse.__name__ = "switch"
+    return parse
+
+
+def _naming_variable(action: argparse.Action) -> Callable[[str], Any]:
+    """The option's type (or ``str``), but an error about a value from the
+    environment says which variable held it."""
+    convert = action.type if callable(action.type) else str
+    if getattr(convert, "names_variable", False):  # already wrapped (parser built twice)
+        return convert
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            if not isinstance(text, EnvValue):
+                raise
+            if isinstance(exc, argparse.ArgumentTypeError):
+                reason = str(exc)
+            else:  # argparse's own wording for a plain int/float type
+                reason = f"invalid {getattr(convert, '__name__', 'value')} value: {text!r}"
+            raise argparse.ArgumentTypeError(f"{reason} (from {text.variable})") from None
+        return str(value) if type(value) is EnvValue else value
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    parse.names_variable = True  # type: ignore[attr-defined]
+    return parse

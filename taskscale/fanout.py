@@ -203,7 +203,7 @@ class FanoutHandle:
         cls, client: RedisClient, fanout_id: str, *, keys: Keys | None = None
     ) -> FanoutHandle:
         """A handle on a fan-out submitted elsewhere."""
-        return cls(client, check_name("fan-out id", fanout_id), keys=keys or Keys.from_env())
+        return cls(client, check_name("fan-out id", fanout_id), keys=Keys.or_env(keys))
 
     @property
     def channel(self) -> str:
@@ -276,7 +276,7 @@ def submit_fanout(
     """
     client = client_for(client)
     settings = settings or FanoutSettings()
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     check_name("task type", task_type)
     level = parse_priority(priority)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

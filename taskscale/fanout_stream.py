@@ -276,7 +276,7 @@ def open_fanout(
     fan-out is done (default: ``ttl``, which also bounds the state's life).
     """
     client = client_for(client)
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     check_name("task type", task_type)
     level = parse_priority(priority)
     keep_s = ttl if result_ttl is None else result_ttl

@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from taskscale.listening import open_listener
+
 
 class HealthState:
     """What ``/healthz`` and ``/readyz`` answer: alive while the main loop
@@ -59,13 +61,18 @@ class HealthState:
 
 
 class MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on one port, in a daemon thread."""
+    """``/metrics``, ``/healthz`` and ``/readyz`` on one port, in a daemon thread;
+    :class:`~taskscale.listening.ListenError` when the port can't be opened."""
 
     def __init__(
         self, registry: CollectorRegistry, health: HealthState, *, host: str, port: int
     ) -> None:
         handler = _handler_class(registry, health)
-        self._server = ThreadingHTTPServer((host, port), handler)
+        listener = open_listener(host, port)  # ListenError: one line, no traceback
+        self._server = ThreadingHTTPServer(listener.getsockname()[:2], handler, False)
+        self._server.socket.close()
+        self._server.socket = listener  # bound here, so an IPv6 host works too
+        self._server.server_address = listener.getsockname()
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="metrics-server", daemon=True

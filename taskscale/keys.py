@@ -58,7 +58,7 @@ def check_name(kind: str, value: str) -> str:
 
 def check_unique_key(value: str) -> str:
     """Return ``value`` if it is a legal unique key (the name alphabet plus ``:``, 1-200)."""
-    if not _UNIQUE_RE.match(value):
+    if not isinstance(value, str) or not _UNIQUE_RE.match(value):
         raise ValueError(
             f"invalid unique key {value!r}: use 1-200 characters from A-Z a-z 0-9 _ . - :"
         )
@@ -85,7 +85,11 @@ def parse_priority(value: int | str) -> int:
             raise ValueError(
                 f"invalid priority {value!r}: use 0-9 (0 = most urgent) or high/normal/low"
             ) from None
-    if isinstance(value, bool) or not HIGHEST_PRIORITY <= value <= LOWEST_PRIORITY:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)  # 1.5 or None: refused here, not by the script
+        or not HIGHEST_PRIORITY <= value <= LOWEST_PRIORITY
+    ):
         raise ValueError(f"invalid priority {value!r}: use 0-9 (0 = most urgent)")
     return value
 
@@ -103,6 +107,17 @@ class Keys:
     @classmethod
     def from_env(cls, namespace: str | None = None) -> Keys:
         return cls(namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE)
+
+    @classmethod
+    def or_env(cls, keys: Keys | None) -> Keys:
+        """``keys``, or the environment's namespace when None (the ``keys=``
+        argument of every public function); TypeError for anything else."""
+        if keys is None:
+            return cls.from_env()
+        if not isinstance(keys, Keys):
+            hint = f" (Keys({keys!r}) for a namespace)" if isinstance(keys, str) else ""
+            raise TypeError(f"keys must be a taskscale.keys.Keys{hint}, not {type(keys).__name__}")
+        return keys
 
     @property
     def prefix(self) -> str:

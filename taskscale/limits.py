@@ -99,6 +99,8 @@ def parse_rate(text: str) -> tuple[int, float]:
     count = int(match.group(1))
     if count < 1 or not math.isfinite(period) or period < 0.001:
         raise ValueError(f"invalid rate {text!r}: at least 1 task per at least 1 ms")
+    if count > 1_000_000_000 or period > 315_360_000:
+        raise ValueError(f"invalid rate {text!r}: at most 1e9 tasks per at most 10 years")
     return count, period
 
 
@@ -124,14 +126,21 @@ def set_limits(
     check_name("task type", task_type)
     if rate is None and concurrency is None:
         raise ValueError("give a rate, a concurrency or both (clear_limits removes them)")
-    if concurrency is not None and (isinstance(concurrency, bool) or concurrency < 1):
-        raise ValueError(f"invalid concurrency {concurrency!r}: at least 1")
-    if isinstance(burst, bool) or burst < 1:
-        raise ValueError(f"invalid burst {burst!r}: at least 1")
+    if concurrency is not None and not _whole(concurrency):
+        raise ValueError(f"invalid concurrency {concurrency!r}: a whole number from 1 to 1e9")
+    if not _whole(burst):
+        raise ValueError(f"invalid burst {burst!r}: a whole number from 1 to 1e9")
+    if rate is not None and not isinstance(rate, str):
+        raise ValueError(f"invalid rate {rate!r}: a string N/UNIT, e.g. '100/s' or '10/min'")
     count, period = parse_rate(rate) if rate is not None else (None, 1.0)
     limits = TypeLimits(task_type, count, period, burst, concurrency)
     _call(task_type, limits.to_json(), client, keys)
     return limits
+
+
+def _whole(value: object) -> bool:
+    """A whole number from 1 to 1e9 (a bool, 1.5 or "3" is not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000_000
 
 
 def clear_limits(task_type: str, *, client: RedisLike = None, keys: Keys | None = None) -> bool:
@@ -142,14 +151,14 @@ def clear_limits(task_type: str, *, client: RedisLike = None, keys: Keys | None 
 
 def _call(task_type: str, spec: str, client: RedisLike, keys: Keys | None) -> bool:
     conn = client_for(client)
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     return bool(_script(conn)(keys=[keys.limits], args=[keys.prefix, task_type, spec], client=conn))
 
 
 def get_limits(*, client: RedisLike = None, keys: Keys | None = None) -> dict[str, TypeLimits]:
     """Every type's limits, by type name (a field that does not decode is skipped)."""
     conn = client_for(client)
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     return parse_limits(conn.hgetall(keys.limits))
 
 

@@ -7,8 +7,12 @@ checked the same way by every command; :func:`configure_logging` applies them.
 JSON lines come from python-json-logger, one object per record with
 ``time``, ``level``, ``logger`` and ``message``, plus ``task_id``,
 ``task_type`` and ``worker_id`` while a task runs (set by the worker through
-:func:`task_fields`, so a task function's own log lines carry them too).
-Passwords in URLs are masked in every message, in both formats.
+:func:`task_fields`, so a task function's own log lines carry them too), and
+``worker_id`` on every other record of a worker's threads (start, drain,
+Redis trouble, a lost lease: :func:`worker_fields`) or about one worker
+(the supervisor passes ``extra={"worker_id": ...}``). Text lines show the
+fields in brackets, but for a value the message already says.
+Passwords in URLs are masked in every message and traceback, in both formats.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ TASK_FIELDS = ("task_id", "task_type", "worker_id")
 
 _task: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "taskscale_task", default=None
+)
+_worker: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "taskscale_worker", default=None
 )
 # scheme://user:password@ -> scheme://user:***@ (any scheme, user may be empty)
 _URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@", re.IGNORECASE)
@@ -60,46 +67,85 @@ def _choice(name: str, allowed: tuple[str, ...]) -> Any:
     return parse
 
 
-def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--log-level`` and ``--log-format``, defaulting to their env variables."""
+def add_logging_arguments(
+    parser: argparse.ArgumentParser, *, default_level: str = "info", from_env: bool = True
+) -> None:
+    """``--log-level`` and ``--log-format``, defaulting to their env variables
+    (unless ``from_env`` is False: ``taskscale demo`` reads no environment)."""
+    env = os.environ if from_env else {}
+    where = f"env {LOG_LEVEL_ENV}; " if from_env else ""
     parser.add_argument(
         "--log-level",
         type=_choice("log level", LEVELS),
-        default=os.environ.get(LOG_LEVEL_ENV, "info"),
-        help=f"{', '.join(LEVELS)} (env {LOG_LEVEL_ENV}; default info)",
+        default=env.get(LOG_LEVEL_ENV, default_level),
+        help=f"{', '.join(LEVELS)} ({where}default {default_level})",
     )
+    where = f"env {LOG_FORMAT_ENV}; " if from_env else ""
     parser.add_argument(
         "--log-format",
         type=_choice("log format", FORMATS),
-        default=os.environ.get(LOG_FORMAT_ENV, "text"),
-        help=f"text or json, one object per line (env {LOG_FORMAT_ENV}; default text)",
+        default=env.get(LOG_FORMAT_ENV, "text"),
+        help=f"text or json, one object per line ({where}default text)",
     )
 
 
 class _Context(logging.Filter):
-    """Masks URL passwords and adds the running task's fields to a record."""
+    """Masks URL passwords and adds the running task's (or worker's) fields to a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         masked = redact(message)
         if masked != message or record.args:
             record.msg, record.args = masked, None
+        if record.exc_text:  # a traceback another handler already rendered
+            record.exc_text = redact(record.exc_text)
         fields = _task.get()
         if fields:
             for key, value in fields.items():
                 if not hasattr(record, key):
                     setattr(record, key, value)
+        worker_id = _worker.get()
+        if worker_id is not None and not hasattr(record, "worker_id"):
+            record.worker_id = worker_id
         return True
 
 
 class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        extra = [f"{k}={getattr(record, k)}" for k in TASK_FIELDS if hasattr(record, k)]
+        message = record.getMessage()
+        extra = [
+            f"{k}={getattr(record, k)}"
+            for k in TASK_FIELDS
+            if hasattr(record, k) and str(getattr(record, k)) not in message
+        ]
         if not extra:
             return text
         first, sep, rest = text.partition("\n")
         return f"{first} [{' '.join(extra)}]{sep}{rest}"
+
+    def formatException(self, ei: Any) -> str:
+        return redact(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return redact(super().formatStack(stack_info))
+
+
+def _json_formatter() -> logging.Formatter:
+    from pythonjsonlogger.json import JsonFormatter
+
+    class Formatter(JsonFormatter):
+        def formatException(self, ei: Any) -> Any:
+            return redact(logging.Formatter.formatException(self, ei))
+
+        def formatStack(self, stack_info: str) -> Any:
+            return redact(stack_info)
+
+    return Formatter(
+        "%(asctime)s %(levelname)s %(name)s %(message)s",
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        datefmt="%Y-%m-%dT%H:%M:%S%z",
+    )
 
 
 def configure_logging(args: argparse.Namespace | None = None, **overrides: str) -> None:
@@ -109,15 +155,7 @@ def configure_logging(args: argparse.Namespace | None = None, **overrides: str) 
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_Context())
     if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        handler.setFormatter(
-            JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(message)s",
-                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-                datefmt="%Y-%m-%dT%H:%M:%S%z",
-            )
-        )
+        handler.setFormatter(_json_formatter())
     else:
         handler.setFormatter(_TextFormatter(TEXT_FORMAT))
     root = logging.getLogger()
@@ -135,3 +173,14 @@ def task_fields(task_id: str, task_type: str, worker_id: str) -> Iterator[None]:
         yield
     finally:
         _task.reset(token)
+
+
+@contextmanager
+def worker_fields(worker_id: str) -> Iterator[None]:
+    """Within the block, this thread's log records carry ``worker_id``; a
+    thread started with ``contextvars.copy_context().run`` inside it too."""
+    token = _worker.set(worker_id)
+    try:
+        yield
+    finally:
+        _worker.reset(token)

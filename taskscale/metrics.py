@@ -25,7 +25,7 @@ _WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
 
 
 class WorkerMetrics:
-    """Tasks by type and outcome, run time, queue wait, busy threads."""
+    """Tasks by type and outcome, run time, queue wait, busy and total slots."""
 
     def __init__(self, *, types: tuple[str, ...], threads: int) -> None:
         self.registry = CollectorRegistry()
@@ -51,10 +51,21 @@ class WorkerMetrics:
             registry=self.registry,
         )
         self.busy = Gauge(
-            "taskscale_worker_busy_threads", "Threads running a task now.", registry=self.registry
+            "taskscale_worker_busy_threads",
+            "Slots running a task now: threads, plus async slots (of async def tasks).",
+            registry=self.registry,
         )
         self.threads = Gauge(
-            "taskscale_worker_threads", "Size of the worker's thread pool.", registry=self.registry
+            "taskscale_worker_threads",
+            "Slots the worker runs tasks on: its threads (if it serves plain functions) "
+            "plus its async slots (if it serves async def ones), as busy_threads counts them.",
+            registry=self.registry,
+        )
+        self.async_slots = Gauge(
+            "taskscale_worker_async_slots",
+            "Of taskscale_worker_threads, the event loop's slots for async def tasks "
+            "(0: the worker serves none).",
+            registry=self.registry,
         )
         self.timeouts = Counter(
             "taskscale_worker_task_timeouts_total",
@@ -74,7 +85,7 @@ class WorkerMetrics:
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=self.registry,
         )
-        self.threads.set(threads)
+        self.set_pools(threads=threads, async_slots=0)  # the worker says which pools it runs
         # Labelled children are looked up once per type, not once per task:
         # labels() validates and locks on every call, which cost a no-op
         # worker ~15 % of its CPU (bench/runtime_bench.py --profile).
@@ -100,6 +111,11 @@ class WorkerMetrics:
             duration = self._duration[task_type] = self.duration.labels(task_type)
             self._wait[task_type] = self.queue_wait.labels(task_type)
         return duration, self._wait[task_type]
+
+    def set_pools(self, *, threads: int, async_slots: int) -> None:
+        """The sizes of the worker's slot pools (0 for a pool it does not run)."""
+        self.threads.set(threads + async_slots)
+        self.async_slots.set(async_slots)
 
     def task_finished(self, task_type: str, outcome: str, duration_s: float) -> None:
         self._counter(task_type, outcome).inc()

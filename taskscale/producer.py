@@ -24,13 +24,12 @@ may then run twice (delivery is at least once, as everywhere in taskscale).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale import envelope
+from taskscale import checks, envelope
 from taskscale.connection import (
     TRANSIENT_ERRORS,
     ConnectionSettings,
@@ -72,6 +71,16 @@ class ProducerSettings:
     #: Longest WAIT; fewer confirmations raise NotReplicated.
     wait_timeout_s: float = 1.0
 
+    def __post_init__(self) -> None:
+        checks.whole("max_payload_bytes", self.max_payload_bytes, least=1)
+        if self.default_max_retries is not None:
+            checks.whole("default_max_retries", self.default_max_retries, least=0)
+        checks.whole("wait_replicas", self.wait_replicas, least=0)
+        checks.seconds("retry_for_s", self.retry_for_s)
+        checks.seconds("wait_timeout_s", self.wait_timeout_s)
+        if self.wait_timeout_s == 0:  # WAIT's 0 is "forever"
+            raise ValueError("wait_timeout_s must be > 0 seconds (WAIT 0 would block forever)")
+
 
 @dataclass(frozen=True)
 class Call:
@@ -79,6 +88,24 @@ class Call:
 
     args: Sequence[Any] = ()
     kwargs: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.args, str | bytes | bytearray | Mapping) or not isinstance(
+            self.args, Sequence
+        ):
+            hint = (
+                " (keyword arguments go in Call(kwargs=...))"
+                if isinstance(self.args, Mapping)
+                else ""
+            )
+            raise TypeError(
+                f"a call's args must be a list or tuple of arguments, not "
+                f"{type(self.args).__name__}{hint}"
+            )
+        if self.kwargs is not None and (
+            not isinstance(self.kwargs, Mapping) or not all(isinstance(k, str) for k in self.kwargs)
+        ):
+            raise TypeError(f"a call's kwargs must be a dict with str keys, not {self.kwargs!r}")
 
 
 class Producer:
@@ -92,7 +119,9 @@ class Producer:
         settings: ProducerSettings | None = None,
     ) -> None:
         self.redis = client_for(client)
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
+        if settings is not None and not isinstance(settings, ProducerSettings):
+            raise TypeError(f"settings must be a ProducerSettings, not {type(settings).__name__}")
         self.settings = settings or ProducerSettings()
 
     def enqueue(
@@ -124,9 +153,7 @@ class Producer:
         if unique_key is not None:
             fields["unique_key"] = check_unique_key(unique_key)
             if unique_for is not None:
-                if unique_for < 0:
-                    raise ValueError(f"unique_for must be >= 0 seconds, not {unique_for!r}")
-                fields["unique_for_ms"] = round(unique_for * 1000)
+                fields["unique_for_ms"] = round(checks.seconds("unique_for", unique_for) * 1000)
         elif unique_for is not None:
             raise ValueError("unique_for needs a unique_key")
         task_id, doc = envelope.build(
@@ -157,6 +184,10 @@ class Producer:
         ids: list[str] = []
         docs: list[str] = []
         fields = _option_fields(options)
+        if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
+            raise TypeError(
+                f"calls must be a list of Call or of argument lists, not {type(calls).__name__}"
+            )
         for item in calls:
             call = item if isinstance(item, Call) else Call(args=item)
             task_id, doc = envelope.build(
@@ -214,7 +245,7 @@ class Producer:
 
 
 #: The longest delay accepted (10 years): a larger one is a typo, not a plan.
-MAX_DELAY_S = 10 * 365 * 24 * 3600
+MAX_DELAY_S = checks.MAX_SECONDS
 
 
 def delay_to_ms(delay: float | None) -> int:
@@ -225,12 +256,7 @@ def delay_to_ms(delay: float | None) -> int:
     """
     if delay is None:
         return 0
-    if isinstance(delay, bool) or not isinstance(delay, int | float):
-        raise ValueError(f"delay must be a number of seconds, not {delay!r}")
-    if not math.isfinite(delay) or delay < 0:
-        raise ValueError(f"delay must be a finite number of seconds >= 0, not {delay!r}")
-    if delay > MAX_DELAY_S:
-        raise ValueError(f"delay must be at most {MAX_DELAY_S} s (10 years), not {delay!r}")
+    delay = checks.seconds("delay", delay)
     return 0 if delay == 0 else max(1, round(delay * 1000))
 
 

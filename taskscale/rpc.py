@@ -167,7 +167,7 @@ class RpcHandle:
     ) -> RpcHandle:
         """A handle on an RPC enqueued elsewhere (e.g. by another process)."""
         task_id = check_name("task id", task_id)
-        return cls(client, task_id, keys=keys or Keys.from_env(), task_type=task_type)
+        return cls(client, task_id, keys=Keys.or_env(keys), task_type=task_type)
 
     @property
     def reply_key(self) -> str:
@@ -218,7 +218,7 @@ def call_async(
     """
     client = client_for(client)
     options = options or CallOptions()
-    keys = keys or Keys.from_env()
+    keys = Keys.or_env(keys)
     if options.require_worker and not live_workers_serving(client, keys, task_type):
         raise NoLiveWorker(task_type)
     task_id = uuid.uuid4().hex

@@ -34,6 +34,10 @@ class Timing:
     catch_up: bool = False
 
 
+#: The longest interval of an ``every=`` schedule (10 years, like a delay).
+_MAX_EVERY_S = 10 * 365 * 24 * 3600
+
+
 def timing(
     *,
     cron: str | None = None,
@@ -51,13 +55,19 @@ def timing(
             raise ValueError(f"every must be a number of seconds, not {every!r}")
         if not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a finite number of seconds > 0, not {every!r}")
+        if every > _MAX_EVERY_S:
+            raise ValueError(f"every must be at most {_MAX_EVERY_S} s (10 years), not {every!r}")
         every_ms = round(every * 1000)
         if every_ms < 1:
             raise ValueError(f"every must be at least 0.001 seconds, not {every!r}")
         return Timing(every_ms=every_ms, catch_up=bool(catch_up))
     assert cron is not None
-    if not isinstance(cron, str) or not cron.strip():
+    if not isinstance(cron, str):
+        raise ValueError(f"invalid cron expression {cron!r}: a string such as '*/5 * * * *'")
+    if not cron.strip():
         raise ValueError(f"invalid cron expression {cron!r}: it is empty")
+    if tz is not None and not isinstance(tz, str):
+        raise ValueError(f"unknown time zone {tz!r}: use an IANA name such as Europe/Berlin")
     expr = " ".join(cron.split())
     zone = _zone(tz or "")
     try:

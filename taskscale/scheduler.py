@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
+from taskscale import checks
 from taskscale.alarm import Alarm as _Alarm
 from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
@@ -66,6 +67,14 @@ class SchedulerSettings:
     #: Most workers reaped per call.
     reap_batch: int = 100
 
+    def __post_init__(self) -> None:
+        # 0 would be a busy loop on Redis (a reap every 0 s, a sleep of 0 s)
+        checks.seconds("--max-sleep", self.max_sleep_s, positive=True)
+        checks.seconds("--lease", self.lease_s, positive=True)
+        checks.seconds("spin_s", self.spin_s)
+        checks.whole("--batch", self.promote_batch, least=1)
+        checks.whole("reap_batch", self.reap_batch, least=1)
+
 
 @dataclass(frozen=True)
 class PromoteResult:
@@ -90,7 +99,7 @@ class Scheduler:
     ) -> None:
         self.redis = client
         self.metrics = metrics
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
         self.settings = settings or SchedulerSettings()
         self._scripts = scripts_for(client)
         self._stop = threading.Event()

@@ -85,7 +85,7 @@ class Schedules:
 
     def __init__(self, client: RedisLike = None, *, keys: Keys | None = None) -> None:
         self.redis = client_for(client)
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
 
     def add(
         self,

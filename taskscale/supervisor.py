@@ -186,10 +186,12 @@ class Supervisor:
                 process_group=0,  # signals come from us, not from the terminal
             )
         except OSError as exc:
-            log.error("cannot start worker %s: %s", child.worker_id, exc)
+            log.error("cannot start worker %s: %s", child.worker_id, exc, extra=_about(child))
             self._schedule_restart(child, time.monotonic())
             return
-        log.info("started worker %s (pid %d)", child.worker_id, child.process.pid)
+        log.info(
+            "started worker %s (pid %d)", child.worker_id, child.process.pid, extra=_about(child)
+        )
 
     def _exited(self, child: _Child, code: int, now: float) -> None:
         with self._lock:
@@ -199,10 +201,12 @@ class Supervisor:
         by_our_signal = stopping and -code in (signal.SIGTERM, signal.SIGINT)
         if code != 0:
             self._clean = self._clean and (not stopping or by_our_signal)
-            log.warning("worker %s exited with %s", child.worker_id, _describe(code))
+            log.warning(
+                "worker %s exited with %s", child.worker_id, _describe(code), extra=_about(child)
+            )
             self._give_back(child.worker_id)
         elif not stopping:
-            log.warning("worker %s exited unasked", child.worker_id)
+            log.warning("worker %s exited unasked", child.worker_id, extra=_about(child))
         if not stopping:
             self._schedule_restart(child, now)
 
@@ -212,7 +216,7 @@ class Supervisor:
         child.crashes += 1
         delay = self._restart.delay(child.crashes)
         child.restart_at = now + delay
-        log.info("restarting worker %d in %.1fs", child.index, delay)
+        log.info("restarting worker %d in %.1fs", child.index, delay, extra=_about(child))
 
     def _give_back(self, worker_id: str) -> None:
         try:
@@ -223,9 +227,15 @@ class Supervisor:
                 "them when its lease expires",
                 worker_id,
                 describe_error(exc),
+                extra={"worker_id": worker_id},
             )
             return
-        log.warning("%d task(s) of worker %s back in their queues", moved, worker_id)
+        log.warning(
+            "%d task(s) of worker %s back in their queues",
+            moved,
+            worker_id,
+            extra={"worker_id": worker_id},
+        )
 
     def _abandon_children(self) -> None:
         """On an error of our own: ask the children that still run to drain."""
@@ -267,6 +277,11 @@ def dead_worker_requeue(client: RedisClient, keys: Keys) -> Callable[[str], int]
         return retrying(once, give_up_after_s=5.0)
 
     return return_tasks
+
+
+def _about(child: _Child) -> dict[str, str]:
+    """``extra=`` of a record about one worker process: its id as a field."""
+    return {"worker_id": child.worker_id}
 
 
 def child_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:

@@ -40,6 +40,10 @@ class TaskRegistry:
         re-registering the same function is harmless, another function under a
         taken name is an error."""
         check_name("task type", name)
+        if not callable(fn):
+            raise TypeError(f"task type {name!r}: {fn!r} is not a function")
+        if options is not None and not isinstance(options, TaskOptions):
+            raise TypeError(f"options must be a TaskOptions, not {type(options).__name__}")
         existing = self._functions.get(name)
         if existing is not None and existing is not fn:
             raise ValueError(f"task type {name!r} is already registered to {existing!r}")
@@ -106,6 +110,8 @@ def task(
         registry.register(fn.__name__, fn)
         return fn
     name = name_or_fn
+    if name is not None:  # checked now, not when the decorated function is defined
+        check_name("task type", name)
     options = TaskOptions(
         max_retries=max_retries,
         retry_backoff=retry_backoff,

@@ -45,7 +45,9 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 import redis
+from redis.cluster import RedisCluster
 
+from taskscale import checks
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
@@ -96,10 +98,13 @@ class Tracker:
         heartbeat_s: float | None = None,
         pod: str | None = None,
     ) -> None:
-        if lease_s <= 0:
-            raise ValueError("lease_s must be positive")
+        checks.seconds("lease_s", lease_s, positive=True)
+        if heartbeat_s is not None:
+            checks.seconds("heartbeat_s", heartbeat_s, positive=True)
+        if not isinstance(client, redis.Redis | RedisCluster):
+            raise TypeError(f"client must be a Redis client (redis.Redis), not {client!r}")
         self.client = client
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
         self.process_id = check_name("process id", process_id or default_process_id())
         #: The pod this process runs in (recorded in ``track:pods`` with its lease).
         self.pod = pod or default_pod()
@@ -119,6 +124,7 @@ class Tracker:
     # --- the protocol ------------------------------------------------------------
     def start(self, task_type: str, task_id: str | None = None) -> str:
         """Count one running task of ``task_type``; returns its id (for :meth:`stop`)."""
+        check_name("task type", task_type)
         task_id = task_id or f"t{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         k = self.keys
         with self._lock:
@@ -267,7 +273,7 @@ class track(contextlib.ContextDecorator):  # a class, but it reads as a function
     """
 
     def __init__(self, task_type: str, *, tracker: Tracker | None = None) -> None:
-        self.task_type = task_type
+        self.task_type = check_name("task type", task_type)  # at decoration, not first call
         self._tracker = tracker
         self._ids: list[str] = []
 

@@ -1,56 +1,52 @@
 """The non-hoarding consumer: runs registered task functions on N threads.
 
-Shape of a worker process (docs/architecture.md has the longer story):
+Shape of a worker process (docs/architecture.md has the longer story); this
+module wires the parts, each in a module of its own:
 
-* **claimer** thread -- the only one that takes work.  It claims exactly as
-  many tasks as there are free threads, in one ``claim.lua`` call, and hands
-  each to an executor.  Nothing ever waits inside the process: a slot is
-  filled only by a claim made for a thread that is free right now, so the
-  backlog stays in Redis where the controller can see it.  When the queues
-  are empty it sleeps in BLPOP on the ``wake:T`` lists of its types (the
-  enqueue script pushes a token); when every thread is busy it waits for a
-  thread to free up, without touching Redis.
-* **executor** threads (N) -- run the function, encode the result, and pass
-  the outcome on.
+* **claimer** threads (:mod:`taskscale.worker_claimer`), one per slot pool
+  -- the only ones that take work.  Each claims exactly as many tasks as its
+  pool has free slots, in one ``claim.lua`` call, so the backlog stays in
+  Redis where the controller can see it.
+* **executor** threads (N, here) -- run the function, encode the result, and
+  pass the outcome on.
 * with ``async def`` task types, an **event loop** thread
   (:mod:`taskscale.async_executor`) runs up to ``async_slots`` of them at
   once, fed by a second claimer over those types only
   (:mod:`taskscale.slot_pools`): each pool claims for its own free slots.
-* **reporter** thread -- records outcomes: every finished task waiting at
-  the moment it wakes is flushed in one ``complete.lua`` call (failures go
-  through ``fail.lua``), so ACTIVE_TASKS never lags more than one round trip;
-  it also renews the lease and the registry record every ``heartbeat_s``.
+* **reporter** thread (:mod:`taskscale.worker_reporter`) -- records
+  outcomes, one ``complete.lua`` call per wake, and renews the lease and the
+  registry record every ``heartbeat_s``.
 
-Shutdown (SIGTERM/SIGINT, or :meth:`Worker.request_stop`): stop claiming,
-let running tasks finish within ``grace_s``, flush their outcomes, then
-return whatever is still in flight to the head of its queue and deregister,
-in one script.  A second request, or the end of the grace period, cuts the
-wait short.  Redis connection errors are retried with backoff; the worker
-keeps its running tasks and resumes when Redis is back.
+Shutdown (SIGTERM/SIGINT, or :meth:`Worker.request_stop`;
+:mod:`taskscale.worker_shutdown`): stop claiming, let running tasks finish
+within ``grace_s``, flush their outcomes, then return whatever is still in
+flight to the head of its queue and deregister, in one script.  A second
+request, or the end of the grace period, cuts the wait short.  Redis
+connection errors are retried with backoff; the worker keeps its running
+tasks and resumes when Redis is back.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import queue
-import random
 import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
-
-import redis
+from typing import Any
 
 from taskscale.async_executor import AsyncExecutor
 from taskscale.catalog import CatalogPublisher
 from taskscale.claim_pacing import ClaimPacer
-from taskscale.connection import TRANSIENT_ERRORS, describe_error, retrying
+from taskscale.connection import describe_error
 from taskscale.execution import Claimed, RetryPolicy, TaskRunner
-from taskscale.gathering import CLAIM_GATHER_S, Gather
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
+from taskscale.logs import worker_fields
 from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
@@ -58,8 +54,10 @@ from taskscale.signals import on_stop_signals
 from taskscale.slot_pools import ASYNC, SYNC, SlotPool, split_types
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
+from taskscale.worker_claimer import Claimer
 from taskscale.worker_reporter import STOP, Identity, Reporter
 from taskscale.worker_settings import WorkerSettings, default_worker_id
+from taskscale.worker_shutdown import Shutdown
 from taskscale.worker_tally import Tally
 
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
@@ -84,7 +82,7 @@ class Worker:
     ) -> None:
         self.redis = client
         self.settings = settings
-        self.keys = keys or Keys.from_env()
+        self.keys = Keys.or_env(keys)
         self.registry = registry or default_registry
         self.metrics = metrics
         self.health = health
@@ -99,13 +97,11 @@ class Worker:
             metrics=metrics,
             is_cancelled=lambda task_id: bool(client.exists(self.keys.cancel(task_id))),
         )
-        self._inflight_key = self.keys.inflight(self.id)
         self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
         self._tally = Tally()
         self._stopping = threading.Event()
         self._forced = threading.Event()
         self._abandon = threading.Event()  # stop retrying Redis: we are exiting
-        self._claim_lock = threading.Lock()  # claims vs a lost reply's reconcile
         self._async = AsyncExecutor(
             self._runner,
             report=lambda outcome: self._reporter.outbox.put(outcome),
@@ -121,6 +117,11 @@ class Worker:
             for kind, types, slots, dispatch in pools
             if types
         }
+        if metrics is not None:  # the pools it runs, counted like the busy gauge
+            metrics.set_pools(
+                threads=self._pools[SYNC].slots if SYNC in self._pools else 0,
+                async_slots=self._pools[ASYNC].slots if ASYNC in self._pools else 0,
+            )
         self._reporter = Reporter(
             client,
             self.keys,
@@ -136,6 +137,28 @@ class Worker:
             on_fatal=self._fatal,
             metrics=metrics,
             health=health,
+        )
+        self._shutdown = Shutdown(
+            client,
+            self.keys,
+            self.id,
+            scripts=self._scripts,
+            tally=self._tally,
+            grace_s=settings.grace_s,
+            forced=self._forced,
+        )
+        self._claimer = Claimer(
+            client,
+            self.keys,
+            self.id,
+            scripts=self._scripts,
+            tally=self._tally,
+            stopping=self._stopping,
+            register=self._heartbeat,
+            requeue=self._shutdown.requeue,
+            on_fatal=self._fatal,
+            dead_letter_cap=self.settings.dead_letter_cap,
+            metrics=metrics,
         )
         self._exit_code = 0
 
@@ -167,29 +190,35 @@ class Worker:
         """SIGTERM and SIGINT request a stop (call from the main thread)."""
 
         def handler(signum: int) -> None:  # on a thread: request_stop takes locks
-            log.info("worker %s: %s received", self.id, signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            log.info("worker %s: %s received", self.id, name, extra={"worker_id": self.id})
             self.request_stop()
 
         on_stop_signals(handler)
 
     def run(self) -> int:
-        """Register, work until asked to stop, shut down gracefully; return 0."""
+        """Register, work until asked to stop, shut down gracefully; return 0
+        (1 when it stopped on a Redis error that retrying can't fix)."""
+        with worker_fields(self.id):  # every record of its threads names the worker
+            return self._run()
+
+    def _run(self) -> int:
         self._heartbeat()
         sync = SYNC in self._pools
         threads = [
-            threading.Thread(target=self._executor, name=f"executor-{i}", daemon=True)
+            _Thread(target=self._executor, name=f"executor-{i}", daemon=True)
             for i in range(self.settings.threads if sync else 0)
         ]
-        reporter = threading.Thread(target=self._reporter.run, name="reporter", daemon=True)
+        reporter = _Thread(target=self._reporter.run, name="reporter", daemon=True)
         claimers = [
-            threading.Thread(target=self._claimer, args=(pool,), name=CLAIMER_NAMES[kind])
+            _Thread(target=self._claimer.claim_loop, args=(pool,), name=CLAIMER_NAMES[kind])
             for kind, pool in self._pools.items()
         ]
         if ASYNC in self._pools:
             self._async.start()
         for thread in [*threads, reporter, *claimers]:
             thread.daemon = True
-            thread.start()
+            thread.start()  # in a copy of this context (``_Thread``): the worker id
         log.info(
             "worker %s serving %s on %s",
             self.id,
@@ -198,7 +227,7 @@ class Worker:
         )
         while not self._stopping.wait(1.0):
             pass
-        self._drain()
+        self._shutdown.drain()
         cancelled = self._async.cancel_running()
         if cancelled:
             log.info("worker %s: cancelled %d async task(s) at the grace end", self.id, cancelled)
@@ -209,97 +238,21 @@ class Worker:
         self._reporter.outbox.put(STOP)
         reporter.join(10.0)
         self._abandon.set()
-        moved = self._final_requeue()
+        moved = self._shutdown.final_requeue()
         for _ in threads:
             self._inbox.put(None)
         self._async.stop()
         log.info(
             "worker %s stopped; %d unfinished task(s) returned to their queues", self.id, moved
         )
-        return 0
+        return self._exit_code  # 1 after a Redis error retrying can't fix (_fatal)
 
-    # --- claimer --------------------------------------------------------------
-    def _claimer(self, pool: SlotPool) -> None:
-        failures = 0
-        gather = Gather(CLAIM_GATHER_S)  # claims spaced apart under a backlog
-        while not self._stopping.is_set():
-            gather.pause()
-            pool.freed.clear()
-            free = pool.slots - self._tally.busy_in(pool.kind)
-            if free <= 0:
-                pool.freed.wait(1.0)
-                continue
-            try:
-                got = self._claim(pool, free)
-                gather.done(more=got == free)
-                if got < free and not self._stopping.is_set():
-                    pool.pacer.sleep()  # wake lists; not past a held type's next token
-                failures = 0
-            except TRANSIENT_ERRORS as exc:
-                failures += 1
-                self._redis_trouble(exc, failures)
-                self._reconcile()
-            except redis.RedisError as exc:
-                self._fatal(exc)
-
+    # --- failures ------------------------------------------------------------
     def _fatal(self, exc: BaseException) -> None:
         """A Redis error that retrying can't fix (e.g. WRONGTYPE): stop, exit 1."""
         log.error("worker %s: %s; stopping", self.id, describe_error(exc, client=self.redis))
         self._exit_code = 1
         self.request_stop()
-
-    def _claim(self, pool: SlotPool, free: int) -> int:
-        with self._claim_lock:  # a reconcile must not see a claim between script and tally
-            reply = self._scripts.claim(
-                keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
-                args=[
-                    self.keys.prefix,
-                    self.id,
-                    free,
-                    self.settings.dead_letter_cap,  # an envelope it can't take is a dead letter
-                    *pool.rotated_types(),
-                ],
-                client=self.redis,
-            )
-            return self._received(pool, free, reply)
-
-    def _received(self, pool: SlotPool, free: int, reply: list[bytes]) -> int:
-        if reply[0] == b"unregistered":
-            if self._stopping.is_set():
-                return 0
-            log.warning("worker %s: lease lost (reaped?); registering again", self.id)
-            self._heartbeat()
-            return free  # try again at once
-        now_ms = int(reply[1])
-        claimed = [
-            Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
-            for i in range(pool.pacer.header(reply), len(reply), 3)
-        ]
-        if claimed:
-            self._tally.claimed((task.task_id for task in claimed), pool.kind)
-            pool.dispatch(claimed)
-        return len(claimed)
-
-    def _redis_trouble(self, exc: BaseException, failures: int) -> None:
-        if self.metrics is not None:
-            self.metrics.redis_errors.inc()
-        delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.8, 1.2)
-        log.warning("worker %s: Redis unavailable (%s); retrying in %.2fs", self.id, exc, delay)
-        self._stopping.wait(delay)
-
-    def _reconcile(self) -> None:
-        """After a lost claim reply, return tasks the script recorded for us
-        but we never received (in our in-flight hash, unknown to us)."""
-
-        def orphans() -> int:
-            with self._claim_lock:
-                held = self.redis.hkeys(self._inflight_key)
-                lost = self._tally.not_held(_text(i) for i in held)
-                return int(self._requeue("some", lost)) if lost else 0
-
-        moved = retrying(orphans, give_up_when=self._stopping.is_set)
-        if moved:
-            log.warning("worker %s: returned %d task(s) from a lost claim reply", self.id, moved)
 
     # --- executors ---------------------------------------------------------------
     def _to_threads(self, tasks: list[Claimed]) -> None:
@@ -323,54 +276,19 @@ class Worker:
         self._tally.released(kind)
         self._pools[kind].freed.set()
 
-    # --- registry and shutdown ----------------------------------------------------
+    # --- registry ----------------------------------------------------------------
     def _heartbeat(self) -> None:
         self._reporter.heartbeat()
 
-    def _drain(self) -> None:
-        """Wait for running tasks, up to the grace period or a forced stop."""
-        deadline = time.monotonic() + self.settings.grace_s
-        log.info(
-            "worker %s: stopping; waiting up to %.0fs for %d task(s)",
-            self.id,
-            self.settings.grace_s,
-            self._tally.busy,
-        )
-        while self._tally.busy > 0 and not self._forced.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            self._forced.wait(min(remaining, 0.05))  # polled: nothing on the hot path
 
-    def _requeue(self, mode: str, ids: list[str]) -> int:
-        return int(
-            self._scripts.requeue(
-                keys=[
-                    self.keys.active,
-                    self.keys.workers,
-                    self._inflight_key,
-                    self.keys.worker(self.id),
-                ],
-                args=[self.keys.prefix, self.id, mode, *ids],
-                client=self.redis,
-            )
-        )
+class _Thread(threading.Thread):
+    """A thread that runs in a copy of its creator's context, so its log
+    records carry the worker id (:func:`~taskscale.logs.worker_fields`)."""
 
-    def _final_requeue(self) -> int:
-        try:
-            return retrying(lambda: self._requeue("final", []), give_up_after_s=10.0)
-        except TRANSIENT_ERRORS as exc:
-            log.error(
-                "worker %s: Redis unreachable at shutdown (%s); the reaper will return "
-                "its tasks when the lease expires",
-                self.id,
-                exc,
-            )
-            return 0
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    def __init__(self, **kwargs: Any) -> None:
+        context = contextvars.copy_context()
+        target, args = kwargs.pop("target"), kwargs.pop("args", ())
+        super().__init__(target=context.run, args=(target, *args), **kwargs)
 
 
 def run_worker(

@@ -110,3 +110,40 @@ def test_the_dashboard_never_imports_the_controller() -> None:
     # it reads the decisions through taskscale.scaling: no Kubernetes client needed
     dashboard = python_files("taskscale/dashboard")
     assert dashboard and not any(imports(p, "taskscale.controller") for p in dashboard)
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def modules_named_in_the_layout_tables(text: str) -> tuple[set[str], set[str]]:
+    """The modules the first cell of each layout-table row names: full paths
+    (`taskscale/keys.py`), names beside one (`shards.py`, `replication.py`),
+    and the bare names after a package (`taskscale/dashboard/` (`api`,
+    `pages`), `__init__` included); and the folders named (a package's
+    folder stands for its __init__)."""
+    named: set[str] = set()
+    folders: set[str] = set()
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        tokens = line.split("|")[1].split("`")[1::2]
+        folder = ""
+        for token in tokens:
+            if token.startswith(("taskscale/", "e2e/")):
+                folder = token if token.endswith("/") else token.rsplit("/", 1)[0] + "/"
+            if token.endswith("/"):
+                folders.add(token if token.startswith(("taskscale/", "e2e/")) else folder + token)
+            elif token.endswith(".py"):
+                named.add(token if "/" in token else folder + token)
+            elif token.isidentifier():
+                named.add(folder + token + ".py")
+    return named, folders
+
+
+def test_every_module_is_named_in_the_layout_table() -> None:
+    named, folders = modules_named_in_the_layout_tables(ARCHITECTURE.read_text())
+    modules = {p.relative_to(REPO).as_posix() for p in python_files("taskscale", "e2e")}
+    missing = sorted(modules - named - {f + "__init__.py" for f in folders})
+    assert missing == [], f"docs/architecture.md's layout tables do not name: {missing}"
+    gone = sorted(named - modules)
+    assert gone == [], f"docs/architecture.md's layout tables name modules that are gone: {gone}"

@@ -4,15 +4,24 @@ the running task's fields, URL passwords masked."""
 from __future__ import annotations
 
 import argparse
+import contextvars
+import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 from taskscale import envelope
 from taskscale.execution import Claimed, RetryPolicy, TaskRunner
-from taskscale.logs import add_logging_arguments, configure_logging, redact, task_fields
+from taskscale.logs import (
+    add_logging_arguments,
+    configure_logging,
+    redact,
+    task_fields,
+    worker_fields,
+)
 from taskscale.tasks import TaskRegistry
 
 
@@ -104,3 +113,69 @@ def test_redact() -> None:
         "rediss://:***@h/0 and redis+sentinel://u:***@a:1,b:2/m"
     )
     assert redact("redis://h:6379/0 user@example.com") == "redis://h:6379/0 user@example.com"
+
+
+def test_records_of_a_workers_threads_carry_its_id_as_a_field(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(format="json", level="info")
+    log = logging.getLogger("taskscale.test")
+    with worker_fields("w-7"):
+        log.info("claimer waiting")
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(log.info, "x"))
+        thread.start()
+        thread.join(10)
+        with task_fields("id2", "mail", "w-7"):
+            log.info("in a task")
+    log.info("after")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [line.get("worker_id") for line in lines] == ["w-7", "w-7", "w-7", None]
+    assert lines[2]["task_id"] == "id2"
+
+
+def test_text_shows_a_field_in_brackets_unless_the_message_says_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(format="text", level="info")
+    log = logging.getLogger("taskscale.test")
+    with worker_fields("w-7"):
+        log.info("worker w-7 serving a")
+        log.info("Redis unavailable")
+    first, second = capsys.readouterr().err.splitlines()
+    assert first.endswith("worker w-7 serving a")
+    assert second.endswith("Redis unavailable [worker_id=w-7]")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_url_passwords_are_masked_in_tracebacks_too(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging(format=fmt, level="info")
+    log = logging.getLogger("taskscale.test")
+    try:
+        raise ConnectionError("cannot reach redis://app:s3cret@h:6379/0?password=hunter2")
+    except ConnectionError:
+        log.exception("Redis trouble")
+        log.error("again", stack_info=True, extra={"url": "x"})
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "hunter2" not in err
+    assert "redis://app:***@h:6379/0?password=***" in err
+    assert "Traceback" in err and "ConnectionError" in err
+
+
+def test_a_traceback_rendered_by_another_handler_first_is_masked_as_well(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(format="text", level="info")
+    first = logging.StreamHandler(io.StringIO())  # renders (and caches) exc_text first
+    logger = logging.getLogger("taskscale.test.cached")
+    logger.addHandler(first)
+    try:
+        try:
+            raise ValueError("rediss://:pw-123@h/0")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(first)
+    err = capsys.readouterr().err
+    assert "pw-123" not in err and "rediss://:***@h/0" in err

@@ -205,3 +205,38 @@ def test_chart_metadata_is_complete() -> None:
     assert all(m.get("name") and "example" not in str(m) for m in chart["maintainers"])
     crds = yaml.safe_load(chart["annotations"]["artifacthub.io/crds"])
     assert crds[0]["name"] == "taskscalers.taskscale.io"
+
+
+def test_artifact_hub_lists_the_worker_and_controller_images_at_the_version() -> None:
+    chart = yaml.safe_load((REPO / "charts/taskscale/Chart.yaml").read_text())
+    values = yaml.safe_load((REPO / "charts/taskscale/values.yaml").read_text())
+    images = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
+    version = taskscale.__version__
+    assert {i["name"]: i["image"] for i in images} == {
+        "taskscale-controller": f"{values['image']['repository']}:{version}",
+        "taskscale-worker": f"{values['scheduler']['image']['repository']}:{version}",
+    }
+
+
+def test_release_script_refuses_a_stale_image_tag(tmp_path: Path) -> None:
+    # a copy of what --check-versions reads, with one image left at an old tag
+    for folder in ("scripts", "charts", "deploy"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    for name in ("pyproject.toml", "CHANGELOG.md", "taskscale/controller/crd.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, tmp_path / name)
+    chart = tmp_path / "charts/taskscale/Chart.yaml"
+    version = taskscale.__version__
+    stale = f"ghcr.io/taskscale/taskscale-worker:{version}"
+    assert stale in chart.read_text()
+    chart.write_text(chart.read_text().replace(stale, "ghcr.io/taskscale/taskscale-worker:0.0.1"))
+
+    done = subprocess.run(
+        ["bash", str(tmp_path / "scripts/release.sh"), "--check-versions"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    assert f"artifacthub.io/images has taskscale-worker:0.0.1, not {version}" in done.stderr

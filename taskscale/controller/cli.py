@@ -23,6 +23,7 @@ from typing import Any
 from taskscale.cli_runtime import port
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.health import HealthState, MetricsServer
+from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.signals import on_stop_signals
 
@@ -95,9 +96,14 @@ def run_controller(args: argparse.Namespace) -> int:
     on_stop_signals(lambda _signum: stop.set())  # on a thread: Event.set takes a lock
     metrics = ControllerMetrics()
     health = HealthState(clock=time.monotonic)
-    server = MetricsServer(
-        metrics.registry, health, host=args.metrics_host, port=args.metrics_port
-    ).start()
+    try:
+        server = MetricsServer(
+            metrics.registry, health, host=args.metrics_host, port=args.metrics_port
+        ).start()
+    except ListenError as exc:
+        print(f"taskscale controller: {exc}", file=sys.stderr)
+        api.close()  # type: ignore[no-untyped-call]
+        return exc.exit_code
     identity = default_identity()
     settings = ControllerSettings(watch_namespace=args.watch_namespace)
     running: list[KubeController] = []

@@ -52,24 +52,23 @@ from taskscale.controller.demo_load import (
     plan_load,
     settings_from_args,
 )
+from taskscale.controller.demo_plot import plot, write_plot
 from taskscale.controller.demo_report import (
     ConsoleReporter,
     RunResult,
     Sample,
     ScaleEvent,
-    Table,
-    _write_plot,
-    plot,
-    reason_text,
     replica_seconds,
     sample,
     summary,
 )
+from taskscale.controller.demo_table import Table, reason_text
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
 from taskscale.keys import Keys
+from taskscale.logs import configure_logging
 from taskscale.producer import Producer
 from taskscale.scheduler import Scheduler
 from taskscale.signals import STOP_SIGNALS, on_stop_signals
@@ -106,7 +105,7 @@ log = logging.getLogger(__name__)
 
 def run_demo(args: argparse.Namespace) -> int:
     """The ``taskscale demo`` command."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(args)  # --log-level (default warning) and --log-format
     try:
         settings = settings_from_args(args)
         plan = plan_load(settings)
@@ -122,7 +121,7 @@ def run_demo(args: argparse.Namespace) -> int:
         except (RuntimeError, redis.RedisError) as exc:
             print(f"taskscale demo: {exc}", file=sys.stderr)
             return 1
-    _write_plot(result, plan, settings)
+    write_plot(result, plan, settings)
     print()
     print(summary(result, plan, settings))
     return 130 if result.interrupted else 0
@@ -190,7 +189,7 @@ def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPool
         namespace=settings.namespace,
         threads=settings.threads,
         imports=(EXAMPLES_MODULE,),
-        extra_args=("--grace", "10", "--heartbeat", "1"),
+        extra_args=("--grace", "10", "--heartbeat", "1", "--log-format", settings.log_format),
         log_dir=log_dir,
         name_prefix=f"demo-{os.getpid()}",
     )

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import redis
 
-from taskscale.controller.types import ScalingPolicy, TypePolicy
+from taskscale.cli_runtime import seconds, threads, whole
+from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
+from taskscale.keys import check_name
+from taskscale.logs import add_logging_arguments
 from taskscale.producer import Call, Producer
+from taskscale.redis_urls import check_url
 
 log = logging.getLogger("taskscale.controller.demo")
 
@@ -42,6 +46,7 @@ class DemoSettings:
     task_max_s: float = 1.0
     seed: int = 7
     log_dir: Path | None = None  #: worker logs; None: a temp dir removed at exit
+    log_format: str = "text"  #: the demo's own log and its workers' (text or json)
 
     @property
     def settle_s(self) -> float:
@@ -62,6 +67,31 @@ class DemoSettings:
         )
 
 
+#: The most worker processes the demo starts on this machine.
+MAX_REPLICAS = 64
+#: The highest peak arrival rate (tasks/s) the demo enqueues.
+MAX_RATE = 10_000.0
+
+
+def rate(text: str) -> float:
+    """argparse type: a finite arrival rate >= 0 (0: only the delayed spike),
+    at most :data:`MAX_RATE` tasks per second."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tasks per second") from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a number of tasks per second from 0 to {MAX_RATE:g}"
+        )
+    return value
+
+
+def replicas(text: str) -> int:
+    """argparse type: the most worker processes, 1 to :data:`MAX_REPLICAS`."""
+    return whole(text, least=1, most=MAX_REPLICAS)
+
+
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     d = DemoSettings()
     parser.description = (
@@ -69,21 +99,39 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "and a bursty load of sleep tasks; print a live table, stop after --duration "
         "seconds and write a plot."
     )
-    parser.add_argument("--duration", type=float, default=d.duration_s, help="seconds to run")
-    parser.add_argument("--out", type=Path, default=d.out, help="PNG plot (default demo.png)")
-    parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
-    parser.add_argument("--namespace", default=d.namespace, help="key namespace")
-    parser.add_argument("--threads", type=int, default=d.threads, help="threads per worker")
-    parser.add_argument("--max-replicas", type=int, default=d.max_replicas)
-    parser.add_argument("--idle-threshold", type=float, default=d.idle_threshold_s, help="seconds")
-    parser.add_argument("--warmup-lead", type=float, default=d.warmup_lead_s, help="seconds")
-    parser.add_argument("--rate", type=float, default=d.rate_per_s, help="peak arrivals per second")
-    parser.add_argument("--seed", type=int, default=d.seed, help="load generator seed")
-    parser.add_argument("--log-dir", type=Path, default=None, help="keep worker logs here")
+    add = parser.add_argument
+    add("--duration", type=seconds, default=d.duration_s, help="seconds to run")
+    add("--out", type=Path, default=d.out, help="PNG plot (default demo.png)")
+    add("--redis-url", default=None, help="use this Redis instead of starting one")
+    add("--namespace", default=d.namespace, help="key namespace")
+    add("--threads", type=threads, default=d.threads, help="threads per worker")
+    add(
+        "--max-replicas",
+        type=replicas,
+        default=d.max_replicas,
+        help=f"most worker processes, 1-{MAX_REPLICAS} (default {d.max_replicas})",
+    )
+    add("--idle-threshold", type=seconds, default=d.idle_threshold_s, help="seconds")
+    add("--warmup-lead", type=seconds, default=d.warmup_lead_s, help="seconds")
+    add("--rate", type=rate, default=d.rate_per_s, help="peak arrivals per second")
+    add("--seed", type=int, default=d.seed, help="load generator seed")
+    add("--log-dir", type=Path, default=None, help="keep worker logs here")
+    # its own log (warnings by default: the table is the output) and its workers'
+    add_logging_arguments(parser, default_level="warning", from_env=False)
 
 
 def settings_from_args(args: argparse.Namespace) -> DemoSettings:
-    return DemoSettings(
+    """The settings the command line asks for, checked (ValueError: one sentence)."""
+    check_name("namespace", args.namespace)
+    if args.redis_url is not None:
+        check_url(args.redis_url)
+        if not args.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("--redis-url: the demo needs one Redis server (redis://, rediss://)")
+    if args.out.is_dir():
+        raise ValueError(f"--out {str(args.out)!r} is a directory: name the PNG file")
+    if args.log_dir is not None and args.log_dir.exists() and not args.log_dir.is_dir():
+        raise ValueError(f"--log-dir {str(args.log_dir)!r} is not a directory")
+    settings = DemoSettings(
         duration_s=args.duration,
         out=args.out,
         redis_url=args.redis_url,
@@ -95,7 +143,10 @@ def settings_from_args(args: argparse.Namespace) -> DemoSettings:
         rate_per_s=args.rate,
         seed=args.seed,
         log_dir=args.log_dir,
+        log_format=args.log_format,
     )
+    validate_policy(settings.policy())
+    return settings
 
 
 # --- the load ---------------------------------------------------------------------------

@@ -1,19 +1,17 @@
-"""What ``taskscale demo`` saw: the reconciler's passes as console rows and
-samples, the run's result, the summary and the plot."""
+"""What ``taskscale demo`` saw: the reconciler's passes as samples, the
+run's result and the summary computed from it.  The console table is
+:mod:`~taskscale.controller.demo_table`, the plot
+:mod:`~taskscale.controller.demo_plot`."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
-from taskscale.controller.demo_load import TASK_TYPE, Arrivals, DemoSettings, LoadPlan
+from taskscale.controller.demo_load import Arrivals, DemoSettings, LoadPlan
 from taskscale.controller.outcome import PassOutcome
-
-# --- what the controller did ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -80,38 +78,6 @@ def sample(t: float, outcome: PassOutcome | None, replicas: int) -> Sample:
         desired=decision.desired if decision is not None else replicas,
         reason_code=decision.reason_code if decision is not None else "-",
     )
-
-
-class Table:
-    """One row per second; the header again every screenful on a terminal."""
-
-    HEADER = f"{'time':>6} {'load/s':>6} {'queued':>6} {'due':>4} {'upcoming':>8} "
-    HEADER += f"{'active':>6} {'replicas':>9}  decision"
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._out = stream or sys.stdout
-        self._tty = self._out.isatty()
-        self._rows = 0
-
-    def row(self, s: Sample, load: int, reason: str) -> None:
-        if self._rows % (25 if self._tty else 10_000) == 0:
-            self._print(self.HEADER)
-        self._rows += 1
-        replicas = f"{s.replicas}/{s.desired}"
-        self._print(
-            f"{s.t:5.0f}s {load:6d} {s.queued:6d} {s.due:4d} {s.upcoming:8d} "
-            f"{s.active:6d} {replicas:>9}  {reason}"
-        )
-
-    def _print(self, line: str) -> None:
-        print(line, file=self._out, flush=True)
-
-
-def reason_text(outcome: PassOutcome | None, width: int = 90) -> str:
-    if outcome is None or outcome.decision is None:
-        return "waiting for the first pass" if outcome is None else outcome.message
-    text = f"{outcome.decision.reason_code}: {outcome.decision.reason}"
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @dataclass
@@ -189,53 +155,3 @@ def summary(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> str:
     if result.interrupted:
         parts.append("(Interrupted before the end.)")
     return " ".join(parts)
-
-
-def _write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> None:
-    if not result.samples:
-        return
-    try:
-        path = plot(result, plan, settings)
-    except ImportError as exc:
-        print(f"no plot: {exc} (pip install 'taskscale[controller]')", file=sys.stderr)
-        return
-    print(f"plot written to {path}")
-
-
-def plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> Path:
-    """Load, queue, active and replicas over time, as a PNG (matplotlib Agg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    samples = result.samples
-    t = [s.t for s in samples]
-    load = result.arrivals.per_second(len(samples))
-    fig, (ax_load, ax_queue, ax_rep) = plt.subplots(3, 1, sharex=True, figsize=(10, 8))
-    ax_load.bar(range(len(load)), load, width=1.0, align="edge", color="#8aa", label="arrivals/s")
-    ax_load.set_ylabel("arrivals / s")
-    ax_queue.plot(t, [s.queued + s.due for s in samples], label="queued + due")
-    ax_queue.plot(t, [s.active for s in samples], label="active")
-    ax_queue.plot(t, [s.upcoming for s in samples], "--", label="delayed within lead")
-    ax_queue.set_ylabel("tasks")
-    ax_rep.step(t, [s.replicas for s in samples], where="post", label="replicas")
-    ax_rep.step(t, [s.desired for s in samples], "--", where="post", label="desired")
-    ax_rep.set_ylabel("replicas")
-    ax_rep.set_xlabel("seconds")
-    ax_rep.set_ylim(-0.3, settings.max_replicas + 0.5)
-    due = plan.spike.due_at_s
-    for ax in (ax_load, ax_queue, ax_rep):
-        ax.axvline(due, color="#c44", linestyle=":", linewidth=1)
-        ax.axvspan(due - settings.warmup_lead_s, due, color="#fdd", alpha=0.4)
-        ax.legend(loc="upper right", fontsize="small")
-        ax.grid(alpha=0.3)
-    ax_load.set_title(
-        f"taskscale demo: '{TASK_TYPE}' tasks, {settings.threads} per replica; "
-        f"delayed spike due at {due:.0f} s (shaded: warm-up lead)"
-    )
-    fig.tight_layout()
-    settings.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(settings.out, dpi=100)
-    plt.close(fig)
-    return settings.out

@@ -70,6 +70,14 @@ from taskscale.controller.reconciler import (
     RetrySettings,
 )
 from taskscale.controller.scale_target import DeploymentActuator, make_actuator
+
+# defined here before the status document moved to status_doc.py: the old
+# import path keeps working
+from taskscale.controller.status_doc import (
+    conditions_for,
+    merge_conditions,
+    observations_status,
+)
 from taskscale.logs import redact
 from taskscale.redis_urls import check_url, mask_url
 
@@ -91,9 +99,12 @@ __all__ = [
     "TaskScalerWatcher",
     "api_call",
     "build_status",
+    "conditions_for",
     "install_crd",
     "is_transient",
     "load_api_client",
+    "merge_conditions",
+    "observations_status",
     "rfc3339",
     "status_differs",
 ]

@@ -12,6 +12,7 @@ without the others.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -65,6 +66,15 @@ def validate_policy(policy: ScalingPolicy) -> None:
     names = policy.type_names()
     if len(set(names)) != len(names):
         raise ValueError(f"task types listed twice: {sorted(names)}")
+    for whole, label in (
+        (policy.tasks_per_replica, "tasksPerReplica"),
+        (policy.min_replicas, "minReplicas"),
+        (policy.max_replicas, "maxReplicas"),
+        (policy.max_scale_up_step, "maxScaleUpStep"),
+        (policy.max_scale_down_step, "maxScaleDownStep"),
+    ):
+        if isinstance(whole, bool) or not isinstance(whole, int):
+            raise ValueError(f"{label} must be a whole number, not {whole!r}")
     if policy.tasks_per_replica < 1:
         raise ValueError("tasksPerReplica must be at least 1")
     if policy.min_replicas < 0:
@@ -78,15 +88,26 @@ def validate_policy(policy: ScalingPolicy) -> None:
         (policy.max_scale_up_step, "maxScaleUpStep"),
         (policy.max_scale_down_step, "maxScaleDownStep"),
     ):
-        if number < 0:
-            raise ValueError(f"{label} must not be negative")
-    if policy.rate_window_s <= 0:
-        raise ValueError("rateWindowSeconds must be positive")
+        if not _finite(number) or number < 0:
+            raise ValueError(f"{label} must be a finite number >= 0, not {number!r}")
+    if not _finite(policy.rate_window_s) or policy.rate_window_s <= 0:
+        raise ValueError(f"rateWindowSeconds must be positive, not {policy.rate_window_s!r}")
     for t in policy.types:
-        if t.idle_threshold_s < 0:
-            raise ValueError(f"idleThresholdSeconds of {t.name!r} must not be negative")
-        if t.max_queue_wait_s is not None and t.max_queue_wait_s <= 0:
-            raise ValueError(f"maxQueueWaitSeconds of {t.name!r} must be positive")
+        if not _finite(t.idle_threshold_s) or t.idle_threshold_s < 0:
+            raise ValueError(
+                f"idleThresholdSeconds of {t.name!r} must be a finite number >= 0, "
+                f"not {t.idle_threshold_s!r}"
+            )
+        wait = t.max_queue_wait_s
+        if wait is not None and (not _finite(wait) or wait <= 0):
+            raise ValueError(f"maxQueueWaitSeconds of {t.name!r} must be positive, not {wait!r}")
+
+
+def _finite(number: object) -> bool:
+    """A real number that is neither NaN nor infinite (``nan < 0`` is False)."""
+    return (
+        isinstance(number, int | float) and not isinstance(number, bool) and math.isfinite(number)
+    )
 
 
 @dataclass(frozen=True)

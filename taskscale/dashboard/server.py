@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli_runtime import _common, _guarded, _sharded_client, count
+from taskscale.cli_runtime import _common, _guarded, _sharded_client, port
 from taskscale.dashboard.hosts import allowed_for, allowed_host
 from taskscale.envdefaults import env_name
+from taskscale.listening import open_listener
 
 log = logging.getLogger("taskscale.dashboard")
 
@@ -84,7 +85,10 @@ def serve_in_thread(
         snapshot_s=snapshot_s,
         allowed_hosts=hosts,
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    # log_config=None: uvicorn's records go through our handler (text or JSON)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, log_config=None
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="dashboard", daemon=True)
     thread.start()
@@ -102,7 +106,9 @@ def serve_in_thread(
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("dashboard", help="serve the web console (taskscale[dashboard])")
     _common(p)
-    p.add_argument("--port", type=count, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument(
+        "--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any free port"
+    )
     p.add_argument(
         "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this host)"
     )
@@ -139,10 +145,13 @@ def _run(args: argparse.Namespace) -> int:
     app = create_app(
         client, shards=shards, token=args.token, redis_url=args.redis_url, allowed_hosts=hosts
     )
+    listener = open_listener(args.bind, args.port)  # ListenError: one line, exit 2 or 1
+    bound = listener.getsockname()[1]  # --port 0: the one the system picked
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
     mode = "state changes need the token" if args.token else "read-only (no --token)"
     where = "namespaces" if shards.sharded else "namespace"
     print(
-        f"taskscale dashboard: http://{args.bind}:{args.port}/ ({mode}); "
+        f"taskscale dashboard: http://{host}:{bound}/ ({mode}); "
         f"Redis {redact(args.redis_url)}, {where} {','.join(shards.namespaces)}",
         flush=True,
     )
@@ -154,5 +163,16 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")
+    # log_config=None: uvicorn's own records (startup, errors) go through the
+    # handler configure_logging set up, so --log-format json covers them too;
+    # its info chatter and access lines only at --log-level debug
+    config = uvicorn.Config(
+        app,
+        host=args.bind,
+        port=bound,
+        log_config=None,
+        log_level={"debug": "debug", "info": "warning"}.get(args.log_level, args.log_level),
+        access_log=args.log_level == "debug",
+    )
+    uvicorn.Server(config).run(sockets=[listener])
     return 0

@@ -3,6 +3,7 @@ spec the controller can't apply is refused with a message naming the field."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,12 @@ def test_full_spec_is_read_field_by_field() -> None:
         ({"minReplicas": "3"}, "minReplicas"),
         ({"pollIntervalSeconds": 0}, "pollIntervalSeconds"),
         ({"scaleTargetRef": {}}, "scaleTargetRef"),
+        # NaN passes a "< 0" check; the policy would then compare with NaN
+        ({"warmupLeadSeconds": math.nan}, "warmupLeadSeconds must be a finite number"),
+        ({"scaleDownStabilizationSeconds": math.inf}, "scaleDownStabilizationSeconds must"),
+        ({"rateWindowSeconds": math.nan}, "rateWindowSeconds must be positive"),
+        ({"taskTypes": [{"name": "a", "idleThresholdSeconds": math.nan}]}, "idleThreshold"),
+        ({"taskTypes": [{"name": "a", "maxQueueWaitSeconds": math.inf}]}, "maxQueueWait"),
     ],
 )
 def test_invalid_spec_is_refused_naming_the_field(spec: dict[str, Any], message: str) -> None:

@@ -3,6 +3,8 @@ writes its plot, reports what it measured, and leaves nothing running."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import signal
@@ -63,9 +65,13 @@ def alive(pid: int) -> bool:
 @pytest.mark.integration
 def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path) -> None:
     out = tmp_path / "tmp.png"
+    logs = tmp_path / "logs"
 
     done = subprocess.run(
-        demo_command("--duration", "20", "--idle-threshold", "3", "--out", str(out)),
+        demo_command(
+            *("--duration", "20", "--idle-threshold", "3", "--out", str(out)),
+            *("--log-format", "json", "--log-dir", str(logs)),
+        ),
         capture_output=True,
         text=True,
         timeout=180,
@@ -82,6 +88,12 @@ def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path)
     enqueued = re.search(r"(\d+) tasks were enqueued .* and (\d+) completed", done.stdout)
     assert enqueued is not None
     assert int(enqueued.group(1)) > 0 and int(enqueued.group(2)) > 0
+    # --log-format reaches the workers: JSON lines, each naming its worker
+    records = [json.loads(line) for f in logs.glob("*.log") for line in f.read_text().splitlines()]
+    serving = [r for r in records if "serving" in r["message"]]
+    assert serving and all(r["worker_id"] in r["message"] for r in serving)
+    for line in done.stderr.splitlines():  # the demo's own log lines, if any
+        json.loads(line)
 
 
 @pytest.mark.slow
@@ -144,3 +156,62 @@ def test_scale_ups_from_zero_split_into_lookahead_starts_and_reactions_to_new_wo
 
     assert lookahead == 1
     assert reactions == [pytest.approx(0.5)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--duration", "nan"], "argument --duration: 'nan' must be a finite number"),
+        (["--duration", "inf"], "argument --duration: 'inf' must be a finite number"),
+        (["--threads", "0"], "argument --threads: '0' must be at least 1"),
+        (["--max-replicas", "-1"], "argument --max-replicas: '-1' must be at least 1"),
+        (["--max-replicas", "100000"], "argument --max-replicas: '100000' must be at most"),
+        (["--rate", "nan"], "argument --rate: 'nan' must be a number of tasks per second"),
+        (["--rate", "-2"], "argument --rate: '-2' must be a number of tasks per second"),
+        (["--idle-threshold", "-1"], "argument --idle-threshold: '-1' must be a finite"),
+        (["--idle-threshold", "nan"], "argument --idle-threshold: 'nan' must be a finite"),
+        (["--warmup-lead", "-3"], "argument --warmup-lead: '-3' must be a finite"),
+        (["--warmup-lead", "inf"], "argument --warmup-lead: 'inf' must be a finite"),
+        (["--namespace", "a b"], "taskscale demo: invalid namespace 'a b'"),
+        (["--redis-url", "foo://x"], "taskscale demo: invalid Redis URL 'foo://x'"),
+        (["--redis-url", "redis+cluster://h:1"], "the demo needs one Redis server"),
+        (["--out", "."], "taskscale demo: --out '.' is a directory"),
+    ],
+)
+def test_bad_demo_flags_are_one_sentence_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    from taskscale.cli import main
+
+    try:
+        code = main(["demo", *argv])
+    except SystemExit as exc:  # argparse's usage errors
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and "convert" not in err and "OverflowError" not in err
+
+
+def test_the_demo_policy_is_validated_like_a_taskscaler() -> None:
+    from taskscale.controller.types import validate_policy
+
+    validate_policy(DemoSettings().policy())  # the defaults are a valid policy
+    for bad in (DemoSettings(warmup_lead_s=math.nan), DemoSettings(idle_threshold_s=-1.0)):
+        with pytest.raises(ValueError, match="must be a finite number >= 0"):
+            validate_policy(bad.policy())
+
+
+def test_a_plot_that_cannot_be_written_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taskscale.controller.demo_plot import write_plot
+    from taskscale.controller.demo_report import RunResult, Sample
+
+    (tmp_path / "file").write_text("not a directory")
+    settings = DemoSettings(out=tmp_path / "file" / "demo.png")
+    samples = [Sample(float(t), 0, 0, 0, 0, 0, 0, "-") for t in range(3)]
+    result = RunResult(samples, Arrivals(), 0, 0, 0, [], 0, False, tmp_path)
+    write_plot(result, plan_load(settings), settings)
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"no plot: cannot write {str(settings.out)!r}: ")

@@ -127,3 +127,12 @@ def test_idle_seconds_growing_alone_is_not_a_status_change() -> None:
     busy = Observation(at=1030.0, types={"email": TypeObservation("email", queued=1)})
     changed = build_status(outcome(scaled=False, observation=busy), first, now=1030.0)
     assert status_differs(changed, first)
+
+
+def test_the_status_helpers_keep_their_old_import_path() -> None:
+    # they were defined in kube.py before the status document moved out
+    from taskscale.controller import kube, status_doc
+
+    for name in ("observations_status", "conditions_for", "merge_conditions"):
+        assert getattr(kube, name) is getattr(status_doc, name)
+        assert name in kube.__all__

@@ -8,6 +8,12 @@ with "cannot reach Redis" instead of the message it expects.
 from __future__ import annotations
 
 import math
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -192,3 +198,166 @@ def test_api_wrong_values_are_sentences(redis_url: str) -> None:
         call(5, "t", timeout=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="arg_sets must be a sequence"):
         submit_fanout(redis_url, "t", None, limit=2)  # type: ignore[arg-type]
+
+
+# --- ports that can't be listened on ---------------------------------------------------------
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.fixture()
+def keep_signal_handlers() -> Iterator[None]:
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.fixture()
+def taken_port() -> Iterator[int]:
+    """A port another socket listens on (every address, as the worker binds)."""
+    with socket.socket() as blocker:
+        blocker.bind(("0.0.0.0", 0))
+        blocker.listen()
+        yield blocker.getsockname()[1]
+
+
+def _listening_command(
+    command: str, redis_url: str, tmp_path: Path, port: int, host: str | None
+) -> list[str]:
+    if command == "controller":
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(KUBECONFIG)
+        argv = ["controller", "--kubeconfig", str(kubeconfig), "--metrics-port", str(port)]
+        return [*argv, "--metrics-host", host] if host else argv
+    if command == "dashboard":
+        argv = ["dashboard", "--port", str(port), "--redis-url", redis_url]
+        return [*argv, "--bind", host] if host else argv
+    assert host is None  # worker and scheduler bind every address
+    own = ["--types", "t"] if command == "worker" else []
+    return [command, *own, "--metrics-port", str(port), "--redis-url", redis_url]
+
+
+def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    if argv[0] != "worker":
+        return cli(capsys, *argv)
+    # the worker installs signal handlers: keep them out of the test process
+    done = subprocess.run(
+        [sys.executable, "-m", "taskscale.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["worker", "scheduler", "controller", "dashboard"])
+def test_a_port_in_use_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    tmp_path: Path,
+    taken_port: int,
+    command: str,
+) -> None:
+    argv = _listening_command(command, redis_url, tmp_path, taken_port, None)
+    code, text = _run_cli(argv, capsys)
+    assert code == 1, text
+    lines = text.strip().splitlines()
+    assert lines[-1].startswith(f"taskscale {command}: cannot listen on "), text
+    assert lines[-1].endswith(f":{taken_port}: Address already in use")
+    assert "Traceback" not in text and "OSError" not in text
+
+
+@pytest.mark.parametrize("command", ["controller", "dashboard"])
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [
+        ("nosuch.invalid", "cannot listen on nosuch.invalid:"),
+        ("192.0.2.1", "Cannot assign requested address"),  # TEST-NET: never this machine's
+    ],
+)
+def test_a_host_that_is_not_this_machines_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    tmp_path: Path,
+    command: str,
+    host: str,
+    reason: str,
+) -> None:
+    argv = _listening_command(command, redis_url, tmp_path, free_port(), host)
+    code, text = cli(capsys, *argv)
+    assert code == 2, text
+    [line] = text.strip().splitlines()
+    assert line.startswith(f"taskscale {command}: cannot listen on {host}:")
+    assert reason in line
+    assert "Traceback" not in text and "gaierror" not in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scheduler", "--metrics-port", "70000"],
+        ["scheduler", "--metrics-port", "-1"],
+        ["dashboard", "--port", "1000000000"],
+        ["dashboard", "--port", "65536"],
+    ],
+)
+def test_ports_out_of_range_are_refused_by_the_port_validator(
+    capsys: pytest.CaptureFixture[str], dead_url: str, argv: list[str]
+) -> None:
+    code, text = cli(capsys, *argv, "--redis-url", dead_url)
+    assert code == 2
+    assert f"argument {argv[1]}: {argv[2]!r} must be" in text
+    assert "OverflowError" not in text and "Traceback" not in text
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6 on this machine")
+def test_the_metrics_port_binds_an_ipv6_host() -> None:
+    import time
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry
+
+    from taskscale.health import HealthState, MetricsServer
+
+    health = HealthState(clock=time.monotonic)
+    server = MetricsServer(CollectorRegistry(), health, host="::1", port=0).start()
+    try:
+        with urllib.request.urlopen(f"http://[::1]:{server.port}/healthz", timeout=30) as reply:
+            assert reply.read() == b"ok\n"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # reached Redis and came back as "WAIT ... value is not an integer or out of range"
+        (["enqueue", "t", "--wait-replicas", HUGE], "argument --wait-replicas: "),
+        # json.loads takes NaN and 1e999; the envelope then failed with a task id it never got
+        (["enqueue", "t", "--args", "[1, NaN]"], "--args is not valid JSON: NaN is not a JSON"),
+        (["enqueue", "t", "--kwargs", '{"a": -Infinity}'], "--kwargs is not valid JSON: -Inf"),
+        (["enqueue", "t", "--args", "[1e999]"], "1e999 is too large for a JSON number"),
+        (["schedules", "add", "n", "t", "--every", "5", "--args", "[NaN]"], "not valid JSON"),
+        # a reap every 0 s and a sleep of 0 s were busy loops on Redis
+        (["scheduler", "--lease", "0"], "--lease must be a finite number of seconds > 0"),
+        (["scheduler", "--max-sleep", "0"], "--max-sleep must be a finite number of seconds > 0"),
+        # importlib's "Empty module name" / relative-import TypeError
+        (["worker", "--types", "t", "--import", ""], "invalid task module name ''"),
+        (["worker", "--types", "t", "--import", ".tasks"], "invalid task module name '.tasks'"),
+    ],
+)
+@pytest.mark.usefixtures("keep_signal_handlers")  # the worker command sets its own
+def test_more_wrong_values_are_one_line_before_redis_is_dialled(
+    capsys: pytest.CaptureFixture[str], dead_url: str, argv: list[str], message: str
+) -> None:
+    code, text = cli(capsys, *argv, "--redis-url", dead_url)
+    assert code == 2, text
+    assert message in text
+    assert "cannot reach Redis" not in text and "Traceback" not in text

@@ -249,3 +249,81 @@ def test_status_lists_the_live_worker_and_per_type_counts(
     sleep = status["types"]["sleep"]
     assert (sleep["queued"], sleep["delayed"], sleep["active"]) == (0, 1, 1)
     assert worker.id in text and "1/2" in text
+
+
+def test_the_thread_gauge_counts_every_slot_the_busy_gauge_counts(
+    redis_url: str, keys: Keys
+) -> None:
+    # busy counts async slots too: a threads gauge of --threads alone let
+    # busy / threads pass 100 % on a worker of async types
+    both = WorkerMetrics(types=("noop", "async_echo"), threads=2)
+    Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("noop", "async_echo"), threads=2, async_slots=5),
+        keys=keys,
+        registry=examples_registry,
+        metrics=both,
+    )
+    assert both.registry.get_sample_value("taskscale_worker_threads") == 7
+    assert both.registry.get_sample_value("taskscale_worker_async_slots") == 5
+    only_async = WorkerMetrics(types=("async_echo",), threads=4)
+    Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("async_echo",), threads=4, async_slots=5),
+        keys=keys,
+        registry=examples_registry,
+        metrics=only_async,
+    )
+    assert only_async.registry.get_sample_value("taskscale_worker_threads") == 5  # no threads
+    assert only_async.registry.get_sample_value("taskscale_worker_async_slots") == 5
+
+
+def test_a_lost_claim_reply_is_reconciled_by_returning_the_unknown_tasks(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    worker = Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("noop",), threads=2, worker_id="w-lost"),
+        keys=keys,
+        registry=examples_registry,
+    )
+    worker._reporter.heartbeat()  # registered, as run() does first
+    producer.enqueue_many("noop", [()] * 3)
+    # the script runs, its reply never arrives: two tasks in flight that the
+    # worker does not know it holds
+    worker._scripts.claim(
+        keys=[keys.active, keys.workers, keys.inflight("w-lost"), keys.limits],
+        args=[keys.prefix, "w-lost", 2, "noop"],
+        client=r,
+    )
+    assert r.hlen(keys.inflight("w-lost")) == 2 and r.llen(keys.queue("noop")) == 1
+
+    worker._claimer.reconcile()
+
+    assert r.hlen(keys.inflight("w-lost")) == 0
+    assert r.llen(keys.queue("noop")) == 3
+    assert int(r.hget(keys.active, "noop") or 0) == 0
+
+
+def test_a_redis_error_retrying_cannot_fix_stops_the_worker_with_exit_code_1(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    worker = Worker(
+        redis.Redis.from_url(redis_url),
+        WorkerSettings(types=("noop",), threads=1, idle_wait_s=0.2, grace_s=0),
+        keys=keys,
+        registry=examples_registry,
+    )
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: r.zscore(keys.workers, worker.id) is not None)
+        r.set(keys.limits, "not a hash")  # the next claim reads it: WRONGTYPE
+        thread.join(30)
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        r.delete(keys.limits)
+    assert codes == [1]  # it logged "stopping" but exited 0
+    assert r.zscore(keys.workers, worker.id) is None  # deregistered as usual

@@ -1,0 +1,160 @@
+"""A worker's claimers: the only threads that take work from Redis.
+
+Each slot pool (:mod:`taskscale.slot_pools`) has one claimer thread running
+:meth:`Claimer.claim_loop`.  It claims exactly as many tasks as its pool has
+free slots, in one ``claim.lua`` call, and hands each to the pool's dispatch
+(an executor thread, or the event loop).  Nothing waits inside the process:
+a slot is filled only by a claim made for a slot that is free right now, so
+the backlog stays in Redis where the controller can see it.  When the queues
+are empty it sleeps on the wake lists of its types (``ClaimPacer``); when
+every slot is busy it waits for one to free up, without touching Redis.
+Under a backlog claims are spaced :data:`~taskscale.gathering.CLAIM_GATHER_S`
+apart (``gathering.py``).
+
+A connection error is retried with backoff; since the script may have run
+and only its reply been lost, the claimer then compares the worker's
+in-flight hash with what it holds and returns the difference
+(:meth:`Claimer.reconcile`).  A reply saying the worker is not registered
+(its lease expired and the reaper took its tasks) re-registers it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+
+import redis
+
+from taskscale.connection import TRANSIENT_ERRORS, retrying
+from taskscale.execution import Claimed
+from taskscale.gathering import CLAIM_GATHER_S, Gather
+from taskscale.keys import Keys
+from taskscale.luascripts import Scripts
+from taskscale.metrics import WorkerMetrics
+from taskscale.redis_urls import RedisClient
+from taskscale.slot_pools import SlotPool
+from taskscale.worker_tally import Tally
+
+log = logging.getLogger("taskscale.worker")
+
+
+class Claimer:
+    """The claim loop shared by a worker's pools (one thread per pool)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: Keys,
+        worker_id: str,
+        *,
+        scripts: Scripts,
+        tally: Tally,
+        stopping: threading.Event,
+        register: Callable[[], None],
+        requeue: Callable[[str, list[str]], int],
+        on_fatal: Callable[[BaseException], None],
+        dead_letter_cap: int = 0,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.redis = client
+        self.keys = keys
+        self.worker_id = worker_id
+        self._scripts = scripts
+        self._tally = tally
+        self._stopping = stopping
+        self._register = register  # the reporter's heartbeat: lease + registry record
+        self._requeue = requeue  # requeue.lua (worker_shutdown.Shutdown.requeue)
+        self._on_fatal = on_fatal
+        self._dead_letter_cap = dead_letter_cap  # an envelope it can't take is a dead letter
+        self._metrics = metrics
+        self._inflight_key = keys.inflight(worker_id)
+        self._lock = threading.Lock()  # claims vs a lost reply's reconcile
+
+    def claim_loop(self, pool: SlotPool) -> None:
+        """A claimer thread's body: claim for ``pool`` until the worker stops."""
+        failures = 0
+        gather = Gather(CLAIM_GATHER_S)  # claims spaced apart under a backlog
+        while not self._stopping.is_set():
+            gather.pause()
+            pool.freed.clear()
+            free = pool.slots - self._tally.busy_in(pool.kind)
+            if free <= 0:
+                pool.freed.wait(1.0)
+                continue
+            try:
+                got = self.claim(pool, free)
+                gather.done(more=got == free)
+                if got < free and not self._stopping.is_set():
+                    pool.pacer.sleep()  # wake lists; not past a held type's next token
+                failures = 0
+            except TRANSIENT_ERRORS as exc:
+                failures += 1
+                self._redis_trouble(exc, failures)
+                self.reconcile()
+            except redis.RedisError as exc:
+                self._on_fatal(exc)
+
+    def claim(self, pool: SlotPool, free: int) -> int:
+        """One ``claim.lua`` call for up to ``free`` tasks of ``pool``'s types;
+        how many were claimed (``free`` after a re-registration: try again)."""
+        with self._lock:  # a reconcile must not see a claim between script and tally
+            reply = self._scripts.claim(
+                keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
+                args=[
+                    self.keys.prefix,
+                    self.worker_id,
+                    free,
+                    self._dead_letter_cap,
+                    *pool.rotated_types(),
+                ],
+                client=self.redis,
+            )
+            return self.received(pool, free, reply)
+
+    def received(self, pool: SlotPool, free: int, reply: list[bytes]) -> int:
+        if reply[0] == b"unregistered":
+            if self._stopping.is_set():
+                return 0
+            log.warning("worker %s: lease lost (reaped?); registering again", self.worker_id)
+            self._register()
+            return free  # try again at once
+        now_ms = int(reply[1])
+        claimed = [
+            Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
+            for i in range(pool.pacer.header(reply), len(reply), 3)
+        ]
+        if claimed:
+            self._tally.claimed((task.task_id for task in claimed), pool.kind)
+            pool.dispatch(claimed)
+        return len(claimed)
+
+    def _redis_trouble(self, exc: BaseException, failures: int) -> None:
+        if self._metrics is not None:
+            self._metrics.redis_errors.inc()
+        delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.8, 1.2)
+        log.warning(
+            "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
+        )
+        self._stopping.wait(delay)
+
+    def reconcile(self) -> None:
+        """After a lost claim reply, return tasks the script recorded for us
+        but we never received (in our in-flight hash, unknown to us)."""
+
+        def orphans() -> int:
+            with self._lock:
+                held = self.redis.hkeys(self._inflight_key)
+                lost = self._tally.not_held(_text(i) for i in held)
+                return int(self._requeue("some", lost)) if lost else 0
+
+        moved = retrying(orphans, give_up_when=self._stopping.is_set)
+        if moved:
+            log.warning(
+                "worker %s: returned %d task(s) from a lost claim reply", self.worker_id, moved
+            )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
