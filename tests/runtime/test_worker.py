@@ -293,7 +293,7 @@ def test_a_lost_claim_reply_is_reconciled_by_returning_the_unknown_tasks(
     # worker does not know it holds
     worker._scripts.claim(
         keys=[keys.active, keys.workers, keys.inflight("w-lost"), keys.limits],
-        args=[keys.prefix, "w-lost", 2, "noop"],
+        args=[keys.prefix, "w-lost", 2, 0, "noop"],
         client=r,
     )
     assert r.hlen(keys.inflight("w-lost")) == 2 and r.llen(keys.queue("noop")) == 1
