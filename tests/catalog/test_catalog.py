@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
 
 from workerprocs import REPO, kill, process_env, processes, start_worker, stop, wait_until
 
+import taskscale
 from taskscale.catalog import CatalogPublisher, describe_task, read_catalog, signature_text
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -58,7 +59,7 @@ def test_a_worker_publishes_the_example_tasks_with_their_parameters(
     ]
     assert sleep["returns"] == "float"
     assert sleep["doc"].startswith("Holds a thread for")
-    assert sleep["version"] == "0.1.0"
+    assert sleep["version"] == taskscale.__version__
     assert len(sleep["workers"]) == 1 and sleep["served"] is True
     noop = catalog["types"]["noop"]
     assert [(p["name"], p["kind"]) for p in noop["params"]] == [

@@ -32,7 +32,8 @@ def test_scheduler_runs_with_the_examples_two_replicas_probed_without_a_token() 
     c = container(deployment)
     assert c["command"] == ["taskscale", "scheduler"]
     assert "--metrics-port=9110" in c["args"] and "--lease=10" in c["args"]
-    assert c["image"] == "ghcr.io/taskscale/taskscale-worker:0.1.0"
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert c["image"] == f"ghcr.io/taskscale/taskscale-worker:{app_version}"
     env = env_of(c)
     assert env["TASKSCALE_REDIS_URL"]["value"] == (
         "redis://ts-taskscale-redis.taskscale-system.svc:6379/0"
