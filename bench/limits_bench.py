@@ -70,13 +70,21 @@ HELD = "held k16"
 
 
 def old_source(ref: str) -> str:
-    return subprocess.run(
+    """The baseline claim.lua: one from before flow control, whose ARGV are
+    prefix, worker, k, types (:func:`claim_args` passes it no cap)."""
+    source = subprocess.run(
         ["git", "show", f"{ref}:taskscale/scripts/claim.lua"],
         cwd=ROOT,
         check=True,
         capture_output=True,
         text=True,
     ).stdout
+    if "limits" in source or "dead_cap" in source:
+        raise SystemExit(
+            f"limits_bench: --baseline-ref {ref}: its claim.lua already has limits or the "
+            f"dead-letter cap; pick a commit before flow control (default {BASELINE_REF})"
+        )
+    return source
 
 
 def prepare(r: redis.Redis, keys: Keys, tasks: int, limits: str | None) -> None:

@@ -11,12 +11,10 @@ timeline shows changes, not one identical line per poll.
 The scaler's Redis URL may come from a Secret, which only the caller resolves:
 :meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  A
 scaler whose ``redis.namespace`` lists several namespaces (its types spread
-over shards) records in the *first* of the list (:func:`decisions_keys`), so
-the dashboard started on that namespace shows it.  Writing
-is best effort: a Redis error is logged once per scaler and never reaches
-the reconcile loop.  A scaler of a sharded deployment (``redis.namespace:
-"a,b,c"``) records in the first namespace of its list (the dashboard reads
-every one).  Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
+over shards) records in the *first* of the list (:func:`decisions_keys`); the
+dashboard reads every namespace of the list.  Writing is best effort: a
+Redis error is logged once per scaler and never reaches the reconcile loop.
+Reader: :mod:`taskscale.scaling`; schema: docs/schema.md.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ def empty_row() -> dict[str, Any]:
         "active": 0,
         "completed": 0,
         "failed": 0,
+        "cancelled": 0,
         "dead": 0,
         "overdue": 0,
         "oldest_overdue_s": 0.0,

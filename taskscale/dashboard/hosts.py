@@ -87,11 +87,16 @@ def allowed_for(bind: str, extra: Sequence[Allowed] = ()) -> tuple[Allowed, ...]
 
 
 class HostCheck:
-    """ASGI middleware: 400 for a request whose Host is not allowed."""
+    """ASGI middleware: 400 for a request whose Host is not allowed, except on
+    the ``exempt`` paths (``/healthz``: a kubelet probe names the pod IP, and
+    the answer tells a rebinding page nothing)."""
 
-    def __init__(self, app: ASGIApp, *, allowed: Sequence[Allowed]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, allowed: Sequence[Allowed], exempt: Sequence[str] = ("/healthz",)
+    ) -> None:
         self.app = app
         self.allowed = tuple(allowed)
+        self.exempt = frozenset(exempt)
 
     def permits(self, host: str | None, listening: int | None) -> bool:
         try:
@@ -108,7 +113,7 @@ class HostCheck:
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
+        if scope["type"] in ("http", "websocket") and scope.get("path") not in self.exempt:
             server = scope.get("server")
             listening = server[1] if server and len(server) > 1 else None
             hosts = [v.decode("latin-1") for k, v in scope["headers"] if k == b"host"]

@@ -30,6 +30,7 @@ _SUMMED = (
     "active",
     "completed",
     "failed",
+    "cancelled",
     "dead",
     "overdue",
     "due_soon",

@@ -65,6 +65,9 @@ def test_a_loopback_console_refuses_a_request_for_another_host(redis_url: str) -
         ):
             assert status_with_host(port, host) == 400, host
         assert status_with_host(port, f"evil.example:{port}", "/") == 400  # pages too
+        # a kubelet probe names the pod IP: the health check answers any Host
+        assert status_with_host(port, "10.0.0.7:8470", "/healthz") == 200
+        assert status_with_host(port, "10.0.0.7:8470", "/healthz/") != 200
     with _console(redis_url, allowed=["localhost:9000", "console.example"]) as port:
         assert status_with_host(port, "localhost:9000") == 200  # ssh -L 9000:localhost:PORT
         assert status_with_host(port, "console.example:8443") == 200  # any port when none given
