@@ -57,8 +57,10 @@ def test_what_each_namespace_holds_is_merged_and_a_type_found_twice_is_added_up(
             "active": 0,
             "completed": 2,
             "failed": 0,
+            "cancelled": 1,
             "dead": dead,
             "overdue": 0,
+            "oldest_overdue_s": float(dead),
             "idle_since": 5.0,
         }
         return {
@@ -67,12 +69,15 @@ def test_what_each_namespace_holds_is_merged_and_a_type_found_twice_is_added_up(
             "workers": [{"id": worker}],
             "schedulers": ["s"],
             "warnings": ["x: overdue"],
+            "open_fanouts": dead,
         }
 
     merged = merge_namespaces([("a", part([1, 0, 2], 3, "w1")), ("b", part([0, 4, 0], 1, "w2"))])
     x = merged["types"]["x"]
     assert x["queued_by_priority"] == [1, 4, 2] and x["queued"] == 7
-    assert (x["dead"], x["delayed"], x["completed"]) == (4, 2, 4)
+    assert (x["dead"], x["delayed"], x["completed"], x["cancelled"]) == (4, 2, 4, 2)
+    assert x["oldest_overdue_s"] == 3.0  # the later of the two
+    assert merged["open_fanouts"] == 4
     assert list(merged["types"]) == ["only-w1", "only-w2", "x"]
     assert merged["workers"] == [{"id": "w1", "namespace": "a"}, {"id": "w2", "namespace": "b"}]
     assert merged["schedulers"] == ["a/s", "b/s"] and merged["namespaces"] == ["a", "b"]
