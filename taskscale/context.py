@@ -65,8 +65,18 @@ def current_task() -> TaskContext:
 @contextmanager
 def running(context: TaskContext) -> Iterator[None]:
     """Within the block, :func:`current_task` returns ``context`` (the worker's side)."""
-    token = _current.set(context)
+    token = enter(context)
     try:
         yield
     finally:
         _current.reset(token)
+
+
+def enter(context: TaskContext) -> contextvars.Token[TaskContext | None]:
+    """:func:`running` without the context manager (the executor's hot path);
+    :func:`leave` with the token ends it."""
+    return _current.set(context)
+
+
+def leave(token: contextvars.Token[TaskContext | None]) -> None:
+    _current.reset(token)

@@ -168,11 +168,23 @@ def configure_logging(args: argparse.Namespace | None = None, **overrides: str) 
 @contextmanager
 def task_fields(task_id: str, task_type: str, worker_id: str) -> Iterator[None]:
     """Within the block, this thread's log records carry the task's fields."""
-    token = _task.set({"task_id": task_id, "task_type": task_type, "worker_id": worker_id})
+    token = enter_task_fields(task_id, task_type, worker_id)
     try:
         yield
     finally:
         _task.reset(token)
+
+
+def enter_task_fields(
+    task_id: str, task_type: str, worker_id: str
+) -> contextvars.Token[dict[str, str] | None]:
+    """:func:`task_fields` without the context manager (the executor's hot
+    path): from now on; :func:`leave_task_fields` with the token ends it."""
+    return _task.set({"task_id": task_id, "task_type": task_type, "worker_id": worker_id})
+
+
+def leave_task_fields(token: contextvars.Token[dict[str, str] | None]) -> None:
+    _task.reset(token)
 
 
 @contextmanager

@@ -141,10 +141,25 @@ _resolved: dict[tuple[Any, ...], Resolved] = {}
 _RESOLVED_MAX = 1024
 
 
+#: Resolved options of envelopes that set none of them, by the declared
+#: options' identity (the registry keeps each task's one object): the usual
+#: case, one look-up without hashing a dataclass.
+_plain: dict[int, tuple[TaskOptions | None, Resolved]] = {}
+
+
 def resolve(fields: Mapping[str, Any], declared: TaskOptions | None) -> Resolved:
     """Each option from the envelope ``fields`` when set there (a malformed
     value counts as unset), else from ``declared`` (the decorator), else the
     runtime default."""
+    if not any(name in fields for name in _OPTION_FIELDS):
+        kept = _plain.get(id(declared))
+        if kept is not None and kept[0] is declared:  # always, while it is kept
+            return kept[1]
+        plain = _resolve(fields, declared)
+        if len(_plain) >= _RESOLVED_MAX:
+            _plain.clear()
+        _plain[id(declared)] = (declared, plain)  # declared kept: its id is not reused
+        return plain
     values = [fields.get(name) for name in _OPTION_FIELDS]
     key = (declared, *((type(v), v) for v in values))  # the type: True == 1, 1 == 1.0
     try:

@@ -8,8 +8,8 @@ a slot is filled only by a claim made for a slot that is free right now, so
 the backlog stays in Redis where the controller can see it.  When the queues
 are empty it sleeps on the wake lists of its types (``ClaimPacer``); when
 every slot is busy it waits for one to free up, without touching Redis.
-Under a backlog claims are spaced :data:`~taskscale.gathering.CLAIM_GATHER_S`
-apart (``gathering.py``).
+Under a backlog claims may be spaced :data:`~taskscale.gathering.CLAIM_GATHER_S`
+apart (``gathering.py``; 0, off, by default: spacing left slots idle).
 
 A connection error is retried with backoff; since the script may have run
 and only its reply been lost, the claimer then compares the worker's

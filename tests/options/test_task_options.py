@@ -147,6 +147,11 @@ def test_options_resolve_envelope_then_decorator_then_default() -> None:
     assert (got.max_retries, got.backoff_base_s, got.backoff_schedule_s) == (4, 0.5, None)
     assert (got.timeout_s, got.result_ttl_s) == (2, 7)
     assert resolve({"max_retries": "x", "timeout_ms": -1}, declared).max_retries == 0
+    # remembered per declared object: another one (even an equal one made
+    # later, or one at a reused address) is resolved for itself
+    for retries in range(5):
+        assert resolve({"id": "t"}, TaskOptions(max_retries=retries)).max_retries == retries
+    assert resolve({"id": "t"}, None).max_retries == 3
     with pytest.raises(ValueError, match="timeout"):
         TaskOptions(timeout=0)
     with pytest.raises(ValueError, match="max_retries"):
