@@ -4,11 +4,13 @@ requests with the stdlib, and dead letters made by a real worker."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
 
-from workerprocs import processes, start_worker, wait_until
+from redis_server import free_port
+from workerprocs import REPO, process_env, processes, start_worker, wait_until
 
 from taskscale.dashboard.server import RunningDashboard, serve_in_thread
 from taskscale.keys import Keys
@@ -34,6 +37,52 @@ def dashboard(url: str, *, token: str | None = TOKEN) -> Iterator[RunningDashboa
         yield running
     finally:
         running.stop()
+
+
+@dataclass
+class DashboardCommand:
+    """A ``taskscale dashboard`` process; its output once it has stopped."""
+
+    process: subprocess.Popen[str]
+    port: int
+    url: str
+    output: str = ""
+    errors: str = ""
+
+
+@contextmanager
+def dashboard_command(
+    redis_url: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stderr: int = subprocess.PIPE,
+) -> Iterator[DashboardCommand]:
+    """``taskscale dashboard --port=P ARGS`` on a free port, yielded once it
+    answers ``/healthz``; terminated on exit, its stdout/stderr then kept."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}", *args],
+        env=process_env(redis_url, env),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    running = DashboardCommand(process, port, f"http://127.0.0.1:{port}/")
+    try:
+        wait_until(lambda: answers(running.url))
+        yield running
+    finally:
+        process.terminate()
+        running.output, running.errors = process.communicate(timeout=30)
+
+
+def answers(url: str) -> bool:
+    """Whether the console at ``url`` answers its health check."""
+    try:
+        return get(url, "/healthz")[0] == 200
+    except OSError:
+        return False
 
 
 def get(base: str, path: str) -> tuple[int, Any, dict[str, str]]:

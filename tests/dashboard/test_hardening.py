@@ -13,9 +13,8 @@ from contextlib import contextmanager
 
 import pytest
 import redis
-from dashhelpers import TOKEN, get, make_dead_letters, post
-from redis_server import free_port
-from workerprocs import REPO, process_env, wait_until
+from dashhelpers import TOKEN, dashboard_command, make_dead_letters, post
+from workerprocs import REPO, process_env
 
 from taskscale.dashboard.hosts import ANY, LISTENING, Allowed, allowed_for, allowed_host
 from taskscale.dashboard.server import TOKEN_ENV, serve_in_thread
@@ -87,26 +86,14 @@ def _console(url: str, *, allowed: list[str] | None = None) -> Iterator[int]:
 @pytest.mark.integration
 def test_the_command_takes_the_token_from_the_environment(redis_url: str, r: redis.Redis) -> None:
     make_dead_letters(redis_url, r, ["one"])
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}"],
-        env=process_env(redis_url, {TOKEN_ENV: TOKEN}),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_until(lambda: _answers(url))
+    with dashboard_command(redis_url, env={TOKEN_ENV: TOKEN}) as console:
+        url = console.url
         assert post(url, "/api/auth", token="wrong")[0] == 403
         assert post(url, "/api/dead/fail/retry", {"all": True}, token=None)[0] == 403
         assert r.llen("{taskscale}:dead:fail") == 1
         assert post(url, "/api/auth", token=TOKEN) == (200, {"ok": True})
         assert post(url, "/api/dead/fail/retry", {"all": True}) == (200, {"done": 1})
-    finally:
-        process.terminate()
-        output, errors = process.communicate(timeout=30)
+    output, errors = console.output, console.errors
     assert "(state changes need the token)" in output
     assert TOKEN not in output + errors and "--token on the command line" not in errors
 
@@ -115,26 +102,14 @@ def test_the_command_takes_the_token_from_the_environment(redis_url: str, r: red
 def test_the_command_warns_of_a_token_on_its_command_line_and_refuses_a_bad_host(
     redis_url: str,
 ) -> None:
-    port = free_port()
-    argv = [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}"]
-    process = subprocess.Popen(
-        [*argv, f"--token={TOKEN}", "--allowed-host=localhost:9000"],
-        env=process_env(redis_url),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{port}/"))
-        assert status_with_host(port, "localhost:9000") == 200
-        assert status_with_host(port, "evil.example:9000") == 400
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=30)
-    assert f"prefer the environment variable {TOKEN_ENV}" in errors
+    with dashboard_command(
+        redis_url, f"--token={TOKEN}", "--allowed-host=localhost:9000"
+    ) as console:
+        assert status_with_host(console.port, "localhost:9000") == 200
+        assert status_with_host(console.port, "evil.example:9000") == 400
+    assert f"prefer the environment variable {TOKEN_ENV}" in console.errors
     bad = subprocess.run(
-        [*argv, "--allowed-host=http://x"],
+        [sys.executable, "-m", "taskscale.cli", "dashboard", "--allowed-host=http://x"],
         env=process_env(redis_url),
         cwd=REPO,
         capture_output=True,
@@ -145,10 +120,3 @@ def test_the_command_warns_of_a_token_on_its_command_line_and_refuses_a_bad_host
     assert bad.stderr.strip().splitlines() == [
         "taskscale dashboard: invalid host 'http://x': give name or name:port (IPv6 as [addr]:port)"
     ]
-
-
-def _answers(url: str) -> bool:
-    try:
-        return get(url, "/healthz")[0] == 200
-    except OSError:
-        return False

@@ -5,15 +5,12 @@ security headers are on every response."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-import sys
 
 import pytest
 import redis
-from dashhelpers import KEYS, dashboard, get, make_dead_letters, post
-from redis_server import free_port
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
+from dashhelpers import KEYS, dashboard, dashboard_command, get, make_dead_letters, post
+from workerprocs import processes, start_worker, wait_until
 
 from taskscale.producer import Producer
 
@@ -84,40 +81,18 @@ def test_the_type_page_has_a_form_generated_from_the_catalog(
 def test_the_dashboard_command_binds_loopback_and_prints_no_password(
     redis_url: str, r: redis.Redis
 ) -> None:
-    port = free_port()
     password = "cli-secret-pw"
     r.config_set("requirepass", password)
     authed = redis_url.replace("redis://", f"redis://:{password}@")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "taskscale.cli",
-            "dashboard",
-            f"--port={port}",
-            f"--redis-url={authed}",
-        ],
-        env=process_env(redis_url),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_until(lambda: _listening(port) and get(url, "/healthz")[0] == 200)
-        assert get(url, "/api/status")[0] == 200
-        assert post(url, "/api/dead/fail/retry", {"all": True})[0] == 403
+        with dashboard_command(
+            redis_url, f"--redis-url={authed}", stderr=subprocess.STDOUT
+        ) as console:
+            assert get(console.url, "/api/status")[0] == 200
+            assert post(console.url, "/api/dead/fail/retry", {"all": True})[0] == 403
     finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=30)
         client = redis.Redis.from_url(authed)
         client.config_set("requirepass", "")
         client.close()
-    assert f"http://127.0.0.1:{port}/ (read-only (no --token))" in output
-    assert password not in output
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+    assert f"http://127.0.0.1:{console.port}/ (read-only (no --token))" in console.output
+    assert password not in console.output

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 import redis
-from dashhelpers import EXAMPLES, TOKEN, get, post
-from redis_server import free_port
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
+from dashhelpers import EXAMPLES, TOKEN, dashboard_command, get, post
+from workerprocs import processes, start_worker, wait_until
 
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
@@ -183,28 +181,8 @@ def test_scalers_of_every_namespace_on_the_scaling_and_type_pages(
 def test_the_command_takes_a_namespace_list(redis_url: str, r: redis.Redis) -> None:
     Producer(r, keys=keys("fail")).enqueue("fail")
     Producer(r, keys=keys("echo")).enqueue("echo")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}"],
-        env=process_env(redis_url, {"TASKSCALE_NAMESPACE": NAMESPACES}),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_until(lambda: _answers(url))
-        _, overview, _ = get(url, "/api/overview")
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=30)
+    env = {"TASKSCALE_NAMESPACE": NAMESPACES}
+    with dashboard_command(redis_url, env=env, stderr=subprocess.STDOUT) as console:
+        _, overview, _ = get(console.url, "/api/overview")
     assert overview["types"]["fail"]["queued"] == overview["types"]["echo"]["queued"] == 1
-    assert f"namespaces {NAMESPACES}" in output
-
-
-def _answers(url: str) -> bool:
-    try:
-        return get(url, "/healthz")[0] == 200
-    except OSError:
-        return False
+    assert f"namespaces {NAMESPACES}" in console.output
