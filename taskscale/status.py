@@ -123,7 +123,7 @@ def _overdue_s(earliest: list[tuple[Any, float]], now_ms: int) -> float:
 
 
 #: Per-type numbers that add up across namespaces (a type normally lives in one).
-_SUMMED = ("queued", "delayed", "active", "completed", "failed", "cancelled", "dead", "overdue")
+SUMMED = ("queued", "delayed", "active", "completed", "failed", "cancelled", "dead", "overdue")
 
 
 def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[s
 
 
 def merge_namespaces(
-    parts: Sequence[tuple[str, dict[str, Any]]], *, summed: Sequence[str] = _SUMMED
+    parts: Sequence[tuple[str, dict[str, Any]]], *, summed: Sequence[str] = SUMMED
 ) -> dict[str, Any]:
     """What :func:`collect` (or a reader built on it) found in each namespace,
     merged: the types of all of them (the ``summed`` numbers and the ready

@@ -23,22 +23,9 @@ from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 from taskscale.shards import ShardMap
 
-#: Overview numbers added up should a type turn up in several namespaces.
-_SUMMED = (
-    "queued",
-    "delayed",
-    "active",
-    "completed",
-    "failed",
-    "cancelled",
-    "dead",
-    "overdue",
-    "due_soon",
-    "claimed",
-    "wait_ms",
-    "service_ms",
-    "dead_lettered",
-)
+#: Overview numbers added up should a type turn up in several namespaces:
+#: the status's, and what the overview adds to its rows.
+_SUMMED = (*status.SUMMED, "due_soon", "claimed", "wait_ms", "service_ms", "dead_lettered")
 
 
 def every(shards: ShardMap) -> list[Keys]:
