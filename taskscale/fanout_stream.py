@@ -39,6 +39,7 @@ from typing import Any
 import redis
 
 from taskscale import envelope
+from taskscale.checks import MAX_SECONDS
 from taskscale.connection import RedisLike, client_for
 from taskscale.fanout import ArgSet, FanoutHandle, FanoutResult, UnknownFanout, split_arg_set
 from taskscale.keys import (
@@ -50,7 +51,7 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.luascripts import bound_script as _script
-from taskscale.options import MAX_SECONDS, TaskOptions
+from taskscale.options import TaskOptions
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import RemoteError
 

@@ -29,11 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskscale.checks import MAX_SECONDS
 from taskscale.envelope import DEFAULT_MAX_RETRIES
 from taskscale.envelope import DEFAULT_REPLY_TTL_S as DEFAULT_RESULT_TTL_S
-
-#: The longest duration an option takes (10 years): a larger one is a typo.
-MAX_SECONDS = 10 * 365 * 24 * 3600
 
 
 def _seconds(name: str, value: float | None, *, positive: bool = True) -> None:
