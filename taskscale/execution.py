@@ -153,10 +153,9 @@ class TaskRunner:
         (the async executor's), with the context variables set and reset
         directly: this runs once per task, and three context managers cost
         a no-op task about a sixth of its executor time."""
-        try:
-            env = envelope.decode(task.raw)
-        except envelope.EnvelopeError as exc:
-            return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
+        env = _decoded(task)
+        if isinstance(env, Outcome):
+            return env
         fields = enter_task_fields(env.id, env.type, self.worker_id)
         try:
             prepared = self._prepare(env, task)
@@ -186,10 +185,9 @@ class TaskRunner:
     def prepare(self, task: Claimed) -> Prepared | Outcome:
         """Everything before the call: decode, find the function, check the
         arguments bind; an :class:`Outcome` when the task must not be called."""
-        try:
-            env = envelope.decode(task.raw)
-        except envelope.EnvelopeError as exc:
-            return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
+        env = _decoded(task)
+        if isinstance(env, Outcome):
+            return env
         with task_fields(env.id, env.type, self.worker_id):
             return self._prepare(env, task)
 
@@ -365,6 +363,14 @@ class TaskRunner:
         if len(self._binds) < _MAX_SHAPES:
             self._binds.add(shape)
         return None
+
+
+def _decoded(task: Claimed) -> envelope.Envelope | Outcome:
+    """The task's envelope, or the dead letter of one that does not decode."""
+    try:
+        return envelope.decode(task.raw)
+    except envelope.EnvelopeError as exc:
+        return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
 
 
 def _collects(env: envelope.Envelope) -> bool:
