@@ -64,10 +64,11 @@ end
 local needle = '"' .. wanted .. '"'
 
 -- Find the entry of list `key` whose id is `wanted`, reading at most `most`
--- entries (in chunks); LREM it and return it with its decoded document.
+-- entries (in chunks); LREM it and return it with its decoded document, or
+-- nil and how many entries were read.
 local function take_from_list(key, most)
     local size = redis.call('LLEN', key)
-    local start = 0
+    local start, read = 0, 0
     while start < size and start < most do
         local chunk = redis.call('LRANGE', key, start, start + 999)
         for _, env in ipairs(chunk) do
@@ -79,9 +80,10 @@ local function take_from_list(key, most)
                 end
             end
         end
+        read = read + #chunk
         start = start + 1000
     end
-    return nil
+    return nil, nil, read
 end
 
 if fanout ~= '' then
@@ -113,26 +115,14 @@ for _, ttype in ipairs(types) do
             end
         end
     end
-    local read = 0
+    local read = 0  -- the queues of a type share one read limit
     for level = 0, 9 do
-        local qkey = prefix .. 'q:' .. ttype .. ':' .. level
-        local size = redis.call('LLEN', qkey)
-        local start = 0
-        while start < size and read < limit do
-            local chunk = redis.call('LRANGE', qkey, start, start + 999)
-            for _, env in ipairs(chunk) do
-                if string.find(env, needle, 1, true) then
-                    local _, id, doc = level_and_id(env)
-                    if id == wanted then
-                        redis.call('LREM', qkey, 1, env)
-                        finish(ttype, env, doc)
-                        return {'queued', ttype}
-                    end
-                end
-            end
-            read = read + #chunk
-            start = start + 1000
+        local env, doc, seen = take_from_list(prefix .. 'q:' .. ttype .. ':' .. level, limit - read)
+        if env then
+            finish(ttype, env, doc)
+            return {'queued', ttype}
         end
+        read = read + seen
     end
 end
 return {'unknown', ''}

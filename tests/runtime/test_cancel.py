@@ -47,6 +47,20 @@ def test_a_queued_task_is_removed_and_counted(
     assert cancel(gone, client=r, keys=keys).state == "unknown"  # only once
 
 
+def test_the_search_limit_is_shared_by_a_types_priority_levels(
+    r: redis.Redis, keys: Keys, producer: Producer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lists are read in chunks of 1000 while fewer than the limit were read
+    producer.enqueue_many("mail", [(i,) for i in range(1500)], priority=0)
+    wanted = producer.enqueue("mail", "x", priority=1)  # the 1501st entry
+    monkeypatch.setattr("taskscale.cancellation.SEARCH_LIMIT", 1500)
+    assert cancel(wanted, client=r, keys=keys, task_type="mail").state == "unknown"
+    assert r.llen(keys.queue("mail", 1)) == 1  # beyond the limit: left alone
+    monkeypatch.setattr("taskscale.cancellation.SEARCH_LIMIT", 1501)
+    assert cancel(wanted, client=r, keys=keys, task_type="mail").state == "queued"
+    assert r.llen(keys.queue("mail", 1)) == 0 and r.llen(keys.queue("mail", 0)) == 1500
+
+
 def test_a_delayed_task_is_removed_and_its_unique_key_released(
     r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
