@@ -32,9 +32,9 @@ import redis
 
 from taskscale import status
 from taskscale.catalog import read_catalog
-from taskscale.controller.localredis import LocalRedis
 from taskscale.dashboard import data
 from taskscale.dashboard.server import serve_in_thread
+from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import PRIORITY_LEVELS, Keys
 
 KEYS = Keys("taskscale")

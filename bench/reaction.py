@@ -58,9 +58,9 @@ from taskscale.controller.kube import (
     install_crd,
     load_api_client,
 )
-from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.reconciler import ReconcilerSettings
+from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 

@@ -37,7 +37,6 @@ from typing import Any
 
 import redis
 
-from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.policy import History, decide
 from taskscale.controller.types import (
@@ -47,6 +46,7 @@ from taskscale.controller.types import (
     TypePolicy,
     WorkerObservation,
 )
+from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys
 
 LEAD_S = 30.0

@@ -68,7 +68,7 @@ want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[controller,dashboard,dev]'
+  .venv/bin/pip install -q -e '.[controller,dashboard,demo,dev]'
   echo "$want" > "$stamp"
 fi
 

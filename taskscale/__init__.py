@@ -18,7 +18,7 @@ from taskscale.context import TaskContext, current_task
 from taskscale.limits import TypeLimits, clear_limits, get_limits, set_limits
 from taskscale.options import TaskOptions
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
-from taskscale.schedules import ScheduleInfo, Schedules, schedule
+from taskscale.scheduling.schedules import ScheduleInfo, Schedules, schedule
 from taskscale.tasks import register, task
 from taskscale.tracking import Tracker, track
 

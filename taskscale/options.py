@@ -15,7 +15,7 @@ them with plain envelope fields (docs/schema.md, "The task envelope"):
                        (base * 2**attempts, +-jitter); or an array: the
                        delay before retry 1, 2, ... (the last one repeats)
 ``retry_backoff_max_ms``  the cap of the exponential backoff
-``timeout_ms``         the run timeout (see :mod:`taskscale.timeouts`)
+``timeout_ms``         the run timeout (see :mod:`taskscale.worker.timeouts`)
 ``reply_ttl``          seconds an RPC reply is kept (the result TTL)
 =====================  =====================================================
 
@@ -57,7 +57,7 @@ class TaskOptions:
     retry_backoff: float | Sequence[float] | None = None
     #: Seconds: the cap of the exponential backoff (not used by a schedule).
     retry_backoff_max: float | None = None
-    #: Seconds a run may take; a run over it is failed (taskscale.timeouts).
+    #: Seconds a run may take; a run over it is failed (taskscale.worker.timeouts).
     timeout: float | None = None
     #: Seconds an RPC reply is kept for its caller.
     result_ttl: int | None = None

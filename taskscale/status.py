@@ -15,8 +15,8 @@ from typing import Any
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import TypeLimits, parse_limits
 from taskscale.redis_urls import RedisClient
-from taskscale.schedules import list_schedules
-from taskscale.schedules import render as render_schedules
+from taskscale.scheduling.schedules import list_schedules
+from taskscale.scheduling.schedules import render as render_schedules
 
 _CLOCK = "return redis.call('TIME')"
 

@@ -3,13 +3,13 @@
 No fakeredis: the Lua scripts, blocking pops and pub/sub are exactly what we
 ship, so they are tested against the server that runs them in production.
 The launcher is the one ``taskscale demo`` ships
-(:class:`taskscale.controller.localredis.LocalRedis`); tests add only
+(:class:`taskscale.demo.localredis.LocalRedis`); tests add only
 ``restart`` on the same port, to exercise reconnection.
 """
 
 from __future__ import annotations
 
-from taskscale.controller.localredis import LocalRedis, LocalRedisSettings, free_loopback_port
+from taskscale.demo.localredis import LocalRedis, LocalRedisSettings, free_loopback_port
 
 #: A TCP port on 127.0.0.1 that was free a moment ago.
 free_port = free_loopback_port

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskscale.cli import build_parser
-from taskscale.envdefaults import COMMAND_LINE_ONLY
+from taskscale.cli.envdefaults import COMMAND_LINE_ONLY
 
 
 def parse(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], *argv: str) -> object:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 from taskscale import envelope
-from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.logs import (
     add_logging_arguments,
     configure_logging,
@@ -23,6 +22,7 @@ from taskscale.logs import (
     worker_fields,
 )
 from taskscale.tasks import TaskRegistry
+from taskscale.worker.execution import Claimed, RetryPolicy, TaskRunner
 
 
 @pytest.fixture(autouse=True)

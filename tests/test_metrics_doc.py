@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.metrics import WorkerMetrics
-from taskscale.scheduler_metrics import SchedulerMetrics
+from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "metrics.md"

@@ -1,4 +1,4 @@
-"""``taskscale controller`` and ``taskscale demo``.
+"""``taskscale controller``.
 
 ``controller`` runs the Kubernetes operator: it serves metrics and health on
 ``--metrics-port`` at once, then (optionally after winning the leader Lease)
@@ -6,7 +6,7 @@ watches TaskScalers and reconciles them until SIGTERM, when it stops acting,
 releases the Lease and exits 0.  The flags are the ones the Helm chart uses;
 change them only together with charts/taskscale.
 
-``demo`` belongs to taskscale.controller.demo; it is imported lazily so the
+``demo`` belongs to taskscale.demo.run; it is imported lazily so the
 controller command works even where the demo's extras are missing.
 """
 
@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from taskscale.cli_runtime import port
+from taskscale.cli.common import port
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.health import HealthState, MetricsServer
 from taskscale.listening import ListenError
@@ -31,11 +31,7 @@ log = logging.getLogger("taskscale.controller")
 
 
 def add_parser(subparsers: Any) -> None:
-    _add_controller(subparsers)
-    _add_demo(subparsers)
-
-
-def _add_controller(subparsers: Any) -> None:
+    """Add ``controller`` to the ``taskscale`` CLI."""
     p = subparsers.add_parser(
         "controller",
         help="run the Kubernetes controller (scales Deployments from TaskScalers)",
@@ -56,26 +52,6 @@ def _add_controller(subparsers: Any) -> None:
     p.add_argument("--leader-election-id", default="taskscale-controller", help="Lease name")
     add_logging_arguments(p)
     p.set_defaults(func=run_controller)
-
-
-def _add_demo(subparsers: Any) -> None:
-    try:
-        from taskscale.controller.demo import add_demo_arguments, run_demo
-    except ImportError as exc:
-        error = exc
-        p = subparsers.add_parser("demo", help=f"(unavailable: {error})")
-        p.set_defaults(func=lambda _args: _unavailable("demo", error))
-        return
-    p = subparsers.add_parser(
-        "demo", help="scale local worker processes from a local Redis, on this machine"
-    )
-    add_demo_arguments(p)
-    p.set_defaults(func=run_demo)
-
-
-def _unavailable(command: str, exc: ImportError) -> int:
-    print(f"taskscale {command}: not available ({exc})", file=sys.stderr)
-    return 2
 
 
 def run_controller(args: argparse.Namespace) -> int:

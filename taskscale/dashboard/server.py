@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli_runtime import _common, _guarded, _sharded_client, port
+from taskscale.cli.common import add_connection_arguments, guarded, port, sharded_client
+from taskscale.cli.envdefaults import env_name
 from taskscale.dashboard.hosts import allowed_for, allowed_host
-from taskscale.envdefaults import env_name
 from taskscale.listening import open_listener
 
 log = logging.getLogger("taskscale.dashboard")
@@ -105,7 +105,7 @@ def serve_in_thread(
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("dashboard", help="serve the web console (taskscale[dashboard])")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument(
         "--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any free port"
     )
@@ -128,7 +128,7 @@ def add_parser(subparsers: Any) -> None:
         "ssh -L or a port-forward to another port); bound to loopback, only localhost, "
         "127.0.0.1 and [::1] on the port it listens on are answered (DNS rebinding)",
     )
-    p.set_defaults(func=_guarded(_run))
+    p.set_defaults(func=guarded(_run))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     from taskscale.logs import redact
 
     hosts = allowed_for(args.bind, [allowed_host(h) for h in args.allowed_host])
-    client, shards = _sharded_client(args)
+    client, shards = sharded_client(args)
     app = create_app(
         client, shards=shards, token=args.token, redis_url=args.redis_url, allowed_hosts=hosts
     )

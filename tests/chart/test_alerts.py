@@ -165,7 +165,7 @@ def exported_names() -> set[str]:
     from taskscale.controller.metrics import ControllerMetrics
     from taskscale.controller.types import Observation, TypeObservation
     from taskscale.metrics import WorkerMetrics
-    from taskscale.scheduler_metrics import SchedulerMetrics
+    from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
     controller = ControllerMetrics()
     controller.add_scaler("ns/a", max_replicas=3)

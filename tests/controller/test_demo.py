@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from taskscale.controller.demo import (
+from taskscale.demo.run import (
     Arrivals,
     DemoSettings,
     ScaleEvent,
@@ -205,8 +205,8 @@ def test_the_demo_policy_is_validated_like_a_taskscaler() -> None:
 def test_a_plot_that_cannot_be_written_is_one_line_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from taskscale.controller.demo_plot import write_plot
-    from taskscale.controller.demo_report import RunResult, Sample
+    from taskscale.demo.plot import write_plot
+    from taskscale.demo.report import RunResult, Sample
 
     (tmp_path / "file").write_text("not a directory")
     settings = DemoSettings(out=tmp_path / "file" / "demo.png")

@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from taskscale.controller.local import LocalPool, LocalPoolSettings
-from taskscale.controller.localredis import LocalRedis
 from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
 from taskscale.controller.types import WorkerObservation
+from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -383,7 +383,7 @@ def test_listener_reports_each_connection_error(keys: Keys) -> None:
 
 
 def test_observation_counts_live_schedulers(r: redis.Redis, keys: Keys) -> None:
-    from taskscale.scheduler import Scheduler, SchedulerSettings
+    from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
 
     observer = Observer(r, keys)
     request = {"s": ObserveRequest(("email",), 0)}

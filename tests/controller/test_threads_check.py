@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from taskscale.cli_runtime import add_parser
+from taskscale.cli.runtime import add_parser
 from taskscale.controller.config import RedisRef, ScalerConfig, _policy
 from taskscale.controller.kube_status import ConditionType, EventReason, build_status
 from taskscale.controller.reconciler import PassOutcome, Problem
@@ -24,7 +24,7 @@ from taskscale.controller.types import (
     TypePolicy,
     WorkerObservation,
 )
-from taskscale.worker_settings import WorkerSettings
+from taskscale.worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from taskscale.execution import RetryPolicy
 from taskscale.options import Resolved, TaskOptions, resolve
+from taskscale.worker.execution import RetryPolicy
 
 
 def test_a_tasks_base_and_cap_replace_the_workers_with_its_factor_and_jitter() -> None:

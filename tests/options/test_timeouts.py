@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.metrics import WorkerMetrics
 from taskscale.options import TaskOptions
 from taskscale.tasks import TaskRegistry
-from taskscale.timeouts import RunTimeout, call_with_timeout
+from taskscale.worker.execution import Claimed, RetryPolicy, TaskRunner
+from taskscale.worker.timeouts import RunTimeout, call_with_timeout
 
 
 def python_loop(seconds: float) -> str:

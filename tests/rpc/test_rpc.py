@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
 import rpc_tasks  # noqa: F401  (registers the rpc.* task functions)
 from workerprocs import processes, start, start_worker, stop, wait_until
 
-from taskscale.execution import TaskRunner
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions
 from taskscale.rpc import (
@@ -36,6 +35,7 @@ from taskscale.rpc import (
     call_async,
 )
 from taskscale.worker import Worker, WorkerSettings
+from taskscale.worker.execution import TaskRunner
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from redis_server import free_port
 
 import taskscale as ts
 from taskscale.keys import Keys
-from taskscale.scheduler import SchedulerSettings
+from taskscale.scheduling.scheduler import SchedulerSettings
 
 # Nothing listens here: a call that reached Redis would fail with a
 # connection error instead of the expected sentence.

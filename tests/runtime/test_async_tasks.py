@@ -15,13 +15,13 @@ from waiting import wait_until
 
 from taskscale import cancel, current_task
 from taskscale.catalog import describe_task
-from taskscale.cli_catalog import render
+from taskscale.cli.catalog import render
 from taskscale.fanout import submit_fanout
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions
 from taskscale.producer import Producer
 from taskscale.rpc import call
-from taskscale.scheduler import Scheduler
+from taskscale.scheduling.scheduler import Scheduler
 from taskscale.tasks import TaskRegistry
 
 pytestmark = pytest.mark.integration

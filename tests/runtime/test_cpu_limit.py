@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from taskscale.cli_runtime import processes
-from taskscale.cpu_limit import (
+from taskscale.cli.common import processes
+from taskscale.worker.cpu_limit import (
     CGROUP_ROOT_ENV,
     auto_processes,
     available_cpus,

@@ -1,13 +1,13 @@
-"""Claims and outcome flushes gathered over a moment (taskscale/gathering.py),
+"""Claims and outcome flushes gathered over a moment (taskscale/worker/gathering.py),
 and the per-task caches of the executor path: each remembered answer must be
 the one computing it afresh gives."""
 
 from __future__ import annotations
 
-from taskscale.execution import RetryPolicy, TaskRunner
-from taskscale.gathering import Gather
 from taskscale.options import TaskOptions, resolve
 from taskscale.tasks import TaskRegistry
+from taskscale.worker.execution import RetryPolicy, TaskRunner
+from taskscale.worker.gathering import Gather
 
 
 class FakeTime:

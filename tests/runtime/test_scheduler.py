@@ -17,7 +17,7 @@ from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
-from taskscale.scheduler import Scheduler, SchedulerSettings
+from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
 
 pytestmark = pytest.mark.integration
 

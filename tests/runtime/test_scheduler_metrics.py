@@ -17,8 +17,8 @@ from waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
-from taskscale.scheduler import Scheduler, SchedulerSettings
-from taskscale.scheduler_metrics import SchedulerMetrics
+from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
+from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
 pytestmark = pytest.mark.integration
 

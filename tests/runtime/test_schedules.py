@@ -18,7 +18,7 @@ from rthelpers import taskscale_process
 from waiting import wait_until
 
 from taskscale.keys import Keys
-from taskscale.schedules import Schedules, advance_due
+from taskscale.scheduling.schedules import Schedules, advance_due
 from taskscale.status import collect, render
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ import redis
 
 from taskscale.cli import main
 from taskscale.keys import Keys
-from taskscale.schedule_times import first_after, following, timing
-from taskscale.scheduler import Scheduler
-from taskscale.scheduler_metrics import SchedulerMetrics
-from taskscale.schedules import Schedules
+from taskscale.scheduling.schedule_times import first_after, following, timing
+from taskscale.scheduling.scheduler import Scheduler
+from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
+from taskscale.scheduling.schedules import Schedules
 
 
 def ms(*when: int) -> int:

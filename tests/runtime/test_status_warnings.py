@@ -16,7 +16,7 @@ from waiting import wait_until
 from taskscale.cli import main
 from taskscale.keys import Keys
 from taskscale.producer import Producer
-from taskscale.scheduler import Scheduler, SchedulerSettings
+from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
 from taskscale.status import OVERDUE_WARN_S, collect, render
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import pytest
 from waiting import wait_until
 
 from taskscale.cli import build_parser
-from taskscale.supervisor import RestartPolicy, Supervisor, child_argv, child_id
+from taskscale.worker.supervisor import RestartPolicy, Supervisor, child_argv, child_id
 
 PER_CHILD = {"processes", "worker_id", "metrics_port", "redis_url"}
 
@@ -158,7 +158,7 @@ def restart_delays(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_backoff_grows_while_a_child_keeps_crashing_and_starts_over_after_it_stayed_up(
     caplog: pytest.LogCaptureFixture, lives_s: float, stable_s: float, expected: list[str]
 ) -> None:
-    caplog.set_level("INFO", logger="taskscale.supervisor")
+    caplog.set_level("INFO", logger="taskscale.worker.supervisor")
     supervisor = Supervisor(
         processes=1,
         base_id="b",

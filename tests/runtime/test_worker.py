@@ -89,7 +89,7 @@ def test_priorities_run_most_urgent_first(
 def test_failing_task_is_retried_then_dead_lettered(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
-    from taskscale.scheduler import Scheduler
+    from taskscale.scheduling.scheduler import Scheduler
 
     producer.enqueue("fail", message="nope", max_retries=2)
     scheduler = Scheduler(redis.Redis.from_url(redis_url), keys=keys)

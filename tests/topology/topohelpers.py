@@ -10,7 +10,7 @@ from typing import Any
 import taskscale.examples  # noqa: F401  (registers noop, sleep, echo, fail)
 from taskscale.connection import connect
 from taskscale.keys import Keys
-from taskscale.scheduler import Scheduler, SchedulerSettings
+from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
 from taskscale.worker import RetryPolicy, Worker, WorkerSettings
 
 

@@ -27,17 +27,17 @@ import redis
 
 from taskscale.catalog import CatalogPublisher
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.execution import Outcome
-from taskscale.gathering import FLUSH_GATHER_S, Gather
 from taskscale.health import HealthState
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
-from taskscale.worker_settings import WorkerSettings
-from taskscale.worker_tally import Tally
+from taskscale.worker.execution import Outcome
+from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
+from taskscale.worker.settings import WorkerSettings
+from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 #: Put on the outbox to make the reporter flush what it has and return.
 STOP = object()

@@ -5,12 +5,12 @@ one asyncio task on it.  The worker's claimer claims for async types only as
 many tasks as there are free async slots (``--async-slots``), exactly like
 it claims for free threads, so nothing waits inside the process.
 
-A run goes through the same :class:`~taskscale.execution.TaskRunner` as a
-thread's: :meth:`~taskscale.execution.TaskRunner.prepare` (decode, find the
+A run goes through the same :class:`~taskscale.worker.execution.TaskRunner` as a
+thread's: :meth:`~taskscale.worker.execution.TaskRunner.prepare` (decode, find the
 function, bind the arguments), ``await`` the coroutine (with its run timeout,
-:func:`~taskscale.timeouts.await_with_timeout`, and ``current_task()`` set
+:func:`~taskscale.worker.timeouts.await_with_timeout`, and ``current_task()`` set
 for it: a context variable, so each coroutine sees its own), then
-:meth:`~taskscale.execution.TaskRunner.settle`; the outcome goes to the same
+:meth:`~taskscale.worker.execution.TaskRunner.settle`; the outcome goes to the same
 reporter outbox (``complete.lua`` / ``fail.lua``).
 
 At the end of a shutdown's grace period :meth:`AsyncExecutor.cancel_running`
@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 
 from taskscale.context import running
-from taskscale.execution import Claimed, Outcome, TaskRunner
-from taskscale.timeouts import await_with_timeout
+from taskscale.worker.execution import Claimed, Outcome, TaskRunner
+from taskscale.worker.timeouts import await_with_timeout
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 
 class TaskCancelledItself(Exception):

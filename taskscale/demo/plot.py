@@ -1,13 +1,13 @@
 """``taskscale demo``'s plot: arrivals, queue and replicas over the run, as a
-PNG (matplotlib, imported only here: the ``controller`` extra)."""
+PNG (matplotlib, imported only here: the ``demo`` extra)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from taskscale.controller.demo_load import TASK_TYPE, DemoSettings, LoadPlan
-from taskscale.controller.demo_report import RunResult
+from taskscale.demo.load import TASK_TYPE, DemoSettings, LoadPlan
+from taskscale.demo.report import RunResult
 
 
 def write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> None:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import redis
 
-from taskscale.cli_runtime import seconds, threads, whole
+from taskscale.cli.common import seconds, threads, whole
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import check_name
 from taskscale.logs import add_logging_arguments
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import check_url
 
-log = logging.getLogger("taskscale.controller.demo")
+log = logging.getLogger("taskscale.demo.run")
 
 
 TASK_TYPE = "sleep"

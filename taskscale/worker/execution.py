@@ -16,7 +16,7 @@ Rules:
 * a task whose worker died ``max_lost`` times running it is not run again;
 * a result that is not JSON is a failure like an exception;
 * a run longer than its timeout is failed with ``RunTimeout``
-  (:mod:`taskscale.timeouts` says what can be interrupted);
+  (:mod:`taskscale.worker.timeouts` says what can be interrupted);
 * retries, backoff, timeout and the reply's TTL are the envelope's options,
   else the task's declared ones (:mod:`taskscale.options`);
 * a fan-out sub-task whose fan-out collects results reports its result (or
@@ -43,9 +43,9 @@ from taskscale.logs import enter_task_fields, leave_task_fields, task_fields
 from taskscale.metrics import WorkerMetrics
 from taskscale.options import Resolved, resolve
 from taskscale.tasks import TaskRegistry
-from taskscale.timeouts import RunTimeout, call_with_timeout
+from taskscale.worker.timeouts import RunTimeout, call_with_timeout
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 #: The most characters of a traceback kept in a dead letter (its tail).
 MAX_TRACEBACK_CHARS = 8000

@@ -10,7 +10,7 @@ Thin wrappers over :mod:`taskscale.admin` (each change one atomic script):
     taskscale task ID [--type TYPE] [--json]
     taskscale types forget TYPE [--force]
 
-Errors are one line on stderr, as in :mod:`taskscale.cli_runtime`.
+Errors are one line on stderr, as in :mod:`taskscale.cli.runtime`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ import time
 from typing import Any
 
 from taskscale import admin
-from taskscale.cli_runtime import UsageError, _client, _common, _guarded, count, offset
+from taskscale.cli.common import (
+    UsageError,
+    add_connection_arguments,
+    client_and_keys,
+    count,
+    guarded,
+    offset,
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -30,55 +37,55 @@ def add_parser(subparsers: Any) -> None:
     dead = subparsers.add_parser("dead", help="list, requeue or purge dead letters of a type")
     dead_sub = dead.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = dead_sub.add_parser("list", help="dead letters, oldest first")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--start", type=offset, default=0, help="skip this many (default 0)")
     p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(func=_guarded(_dead_list))
+    p.set_defaults(func=guarded(_dead_list))
     for action, what in (("requeue", "back to the tail of its queue"), ("purge", "delete")):
         p = dead_sub.add_parser(action, help=f"{what}: every dead letter of TYPE, or --id ones")
-        _common(p)
+        add_connection_arguments(p)
         p.add_argument("type", metavar="TYPE")
         p.add_argument("--id", dest="ids", action="append", metavar="ID", help="repeatable")
-        p.set_defaults(func=_guarded(_dead_op), op=action)
+        p.set_defaults(func=guarded(_dead_op), op=action)
 
     delayed = subparsers.add_parser("delayed", help="list delayed tasks, run one now, delete one")
     delayed_sub = delayed.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = delayed_sub.add_parser("list", help="delayed tasks, soonest first")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
-    p.set_defaults(func=_guarded(_delayed_list))
+    p.set_defaults(func=guarded(_delayed_list))
     for action in ("run", "delete"):
         p = delayed_sub.add_parser(action, help=f"{action} one delayed task now")
-        _common(p)
+        add_connection_arguments(p)
         p.add_argument("type", metavar="TYPE")
         p.add_argument("id", metavar="ID")
-        p.set_defaults(func=_guarded(_delayed_op), op=action)
+        p.set_defaults(func=guarded(_delayed_op), op=action)
 
     queue = subparsers.add_parser("queue", help="purge the ready tasks of a type")
     queue_sub = queue.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = queue_sub.add_parser("purge", help="delete every ready task of TYPE")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--delayed", action="store_true", help="delete its delayed tasks too")
-    p.set_defaults(func=_guarded(_queue_purge))
+    p.set_defaults(func=guarded(_queue_purge))
 
     p = subparsers.add_parser("task", help="where a task is now: queued, delayed, running...")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("id", metavar="ID")
     p.add_argument("--type", default=None, help="the task's type (narrows the search)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_guarded(_task))
+    p.set_defaults(func=guarded(_task))
 
     types = subparsers.add_parser("types", help="forget a task type")
     types_sub = types.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = types_sub.add_parser("forget", help="drop TYPE from status, scheduler and controller")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--force", action="store_true", help="delete its ready and delayed tasks")
-    p.set_defaults(func=_guarded(_forget))
+    p.set_defaults(func=guarded(_forget))
 
 
 def _when(ms: int) -> str:
@@ -86,7 +93,7 @@ def _when(ms: int) -> str:
 
 
 def _dead_list(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     letters = admin.dead_list(client, keys, args.type, start=args.start, count=args.count)
     total = int(client.llen(keys.dead(args.type)))
     if args.json:
@@ -104,7 +111,7 @@ def _dead_list(args: argparse.Namespace) -> int:
 
 
 def _dead_op(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     run = admin.dead_requeue if args.op == "requeue" else admin.dead_purge
     n = run(client, keys, args.type, ids=args.ids)
     verb = "requeued" if args.op == "requeue" else "purged"
@@ -116,14 +123,14 @@ def _dead_op(args: argparse.Namespace) -> int:
 
 
 def _delayed_list(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     for d in admin.delayed_list(client, keys, args.type, count=args.count):
         print(f"{d.task_id}  due {_when(d.due_ms)}  attempts {d.fields.get('attempts', 0)}")
     return 0
 
 
 def _delayed_op(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     run = admin.delayed_run_now if args.op == "run" else admin.delayed_delete
     if not run(client, keys, args.type, args.id):
         raise UsageError(f"task {args.id} is not among the delayed tasks of {args.type}")
@@ -132,14 +139,14 @@ def _delayed_op(args: argparse.Namespace) -> int:
 
 
 def _queue_purge(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     n = admin.queue_purge(client, keys, args.type, include_delayed=args.delayed)
     print(f"purged {n} {'ready and delayed' if args.delayed else 'ready'} task(s) of {args.type}")
     return 0
 
 
 def _task(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     try:
         info = admin.task_info(client, keys, args.id, task_type=args.type)
     except admin.LookupLimitReached as exc:
@@ -175,7 +182,7 @@ def _describe(info: admin.TaskInfo) -> str:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     found = admin.forget_type_checked(client, keys, args.type, force=args.force)
     if found.forgotten:
         print(f"forgot task type {args.type}")

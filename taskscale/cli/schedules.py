@@ -1,5 +1,5 @@
 """``taskscale schedules add|list|remove|pause|resume``: periodic schedules
-from the command line (see :mod:`taskscale.schedules`)."""
+from the command line (see :mod:`taskscale.scheduling.schedules`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ import json
 import time
 from typing import Any
 
-from taskscale.cli_runtime import UsageError, _client, _common, _guarded, _json_arg, seconds
+from taskscale.cli.common import (
+    UsageError,
+    add_connection_arguments,
+    client_and_keys,
+    guarded,
+    json_arg,
+    seconds,
+)
 from taskscale.keys import check_name, check_schedule_name, parse_priority
-from taskscale.schedule_times import timing
-from taskscale.schedules import ScheduleInfo, Schedules, render
+from taskscale.scheduling.schedule_times import timing
+from taskscale.scheduling.schedules import ScheduleInfo, Schedules, render
 
 
 def add_parser(subparsers: Any) -> None:
@@ -19,7 +26,7 @@ def add_parser(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     a = sub.add_parser("add", help="create or replace a schedule (same definition: no change)")
-    _common(a)
+    add_connection_arguments(a)
     a.add_argument("name", metavar="NAME", help="schedule name (1-100 of A-Z a-z 0-9 _ . -)")
     a.add_argument("type", metavar="TYPE", help="task type to enqueue")
     when = a.add_mutually_exclusive_group(required=True)
@@ -40,12 +47,12 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="after downtime run every missed occurrence (default: the missed ones once)",
     )
-    a.set_defaults(func=_guarded(_add))
+    a.set_defaults(func=guarded(_add))
 
     ls = sub.add_parser("list", help="every schedule, its next occurrence and state")
-    _common(ls)
+    add_connection_arguments(ls)
     ls.add_argument("--json", action="store_true", help="machine-readable output")
-    ls.set_defaults(func=_guarded(_list))
+    ls.set_defaults(func=guarded(_list))
 
     for action, text in (
         ("remove", "delete a schedule and its pending occurrence"),
@@ -53,9 +60,9 @@ def add_parser(subparsers: Any) -> None:
         ("resume", "start a paused schedule again from the next occurrence"),
     ):
         c = sub.add_parser(action, help=text)
-        _common(c)
+        add_connection_arguments(c)
         c.add_argument("name", metavar="NAME", help="schedule name")
-        c.set_defaults(func=_guarded(_control))
+        c.set_defaults(func=guarded(_control))
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -66,9 +73,9 @@ def _add(args: argparse.Namespace) -> int:
     timing(cron=args.cron, every=args.every, tz=args.tz, catch_up=args.catch_up)
     if args.max_retries is not None and args.max_retries < 0:
         raise UsageError(f"--max-retries must be >= 0, not {args.max_retries}")
-    call_args = _json_arg(args.args, list, "--args")
-    call_kwargs = _json_arg(args.kwargs, dict, "--kwargs")
-    client, keys = _client(args)
+    call_args = json_arg(args.args, list, "--args")
+    call_kwargs = json_arg(args.kwargs, dict, "--kwargs")
+    client, keys = client_and_keys(args)
     outcome, info = Schedules(client, keys=keys).add(
         args.name,
         args.type,
@@ -86,7 +93,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     found = Schedules(client, keys=keys).all()
     if args.json:
         print(json.dumps([s.as_dict() for s in found], indent=2, sort_keys=True))
@@ -98,7 +105,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _control(args: argparse.Namespace) -> int:
     check_schedule_name(args.name)
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     schedules = Schedules(client, keys=keys)
     result = getattr(schedules, args.action)(args.name)
     if result == "missing":

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from taskscale.cli_runtime import _client, _common, _guarded
+from taskscale.cli.common import add_connection_arguments, client_and_keys, guarded
 from taskscale.fanout import UnknownFanout
 from taskscale.fanout_stream import FanoutStream
 from taskscale.keys import check_name
@@ -19,15 +19,15 @@ from taskscale.keys import check_name
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("fanout", help="show a fan-out's progress (and collected results)")
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("id", metavar="ID", help="the fan-out id")
     p.add_argument("--results", action="store_true", help="also list the results collected")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_guarded(_fanout))
+    p.set_defaults(func=guarded(_fanout))
 
 
 def _fanout(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     stream = FanoutStream(client, check_name("fan-out id", args.id), keys=keys)
     try:
         status = stream.status()

@@ -7,7 +7,7 @@ finished, :meth:`Shutdown.final_requeue` returns every task still in the
 worker's in-flight hash to the head of its queue and deregisters the worker,
 in one ``requeue.lua`` call (its *final* mode).  The same script's *some*
 mode returns the tasks a lost claim reply left behind
-(:mod:`taskscale.worker_claimer`).
+(:mod:`taskscale.worker.claimer`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.redis_urls import RedisClient
-from taskscale.worker_tally import Tally
+from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 #: How long the final requeue keeps retrying an unreachable Redis.
 FINAL_REQUEUE_RETRY_S = 10.0

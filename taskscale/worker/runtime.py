@@ -3,22 +3,22 @@
 Shape of a worker process (docs/architecture.md has the longer story); this
 module wires the parts, each in a module of its own:
 
-* **claimer** threads (:mod:`taskscale.worker_claimer`), one per slot pool
+* **claimer** threads (:mod:`taskscale.worker.claimer`), one per slot pool
   -- the only ones that take work.  Each claims exactly as many tasks as its
   pool has free slots, in one ``claim.lua`` call, so the backlog stays in
   Redis where the controller can see it.
 * **executor** threads (N, here) -- run the function, encode the result, and
   pass the outcome on.
 * with ``async def`` task types, an **event loop** thread
-  (:mod:`taskscale.async_executor`) runs up to ``async_slots`` of them at
+  (:mod:`taskscale.worker.async_executor`) runs up to ``async_slots`` of them at
   once, fed by a second claimer over those types only
-  (:mod:`taskscale.slot_pools`): each pool claims for its own free slots.
-* **reporter** thread (:mod:`taskscale.worker_reporter`) -- records
+  (:mod:`taskscale.worker.slot_pools`): each pool claims for its own free slots.
+* **reporter** thread (:mod:`taskscale.worker.reporter`) -- records
   outcomes, one ``complete.lua`` call per wake, and renews the lease and the
   registry record every ``heartbeat_s``.
 
 Shutdown (SIGTERM/SIGINT, or :meth:`Worker.request_stop`;
-:mod:`taskscale.worker_shutdown`): stop claiming, let running tasks finish
+:mod:`taskscale.worker.shutdown`): stop claiming, let running tasks finish
 within ``grace_s``, flush their outcomes, then return whatever is still in
 flight to the head of its queue and deregister, in one script.  A second
 request, or the end of the grace period, cuts the wait short.  Redis
@@ -39,11 +39,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from taskscale.async_executor import AsyncExecutor
 from taskscale.catalog import CatalogPublisher
-from taskscale.claim_pacing import ClaimPacer
 from taskscale.connection import describe_error
-from taskscale.execution import Claimed, RetryPolicy, TaskRunner
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields
@@ -51,18 +48,21 @@ from taskscale.luascripts import Scripts, scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
 from taskscale.signals import on_stop_signals
-from taskscale.slot_pools import ASYNC, SYNC, SlotPool, split_types
 from taskscale.tasks import TaskRegistry
 from taskscale.tasks import registry as default_registry
-from taskscale.worker_claimer import Claimer
-from taskscale.worker_reporter import STOP, Identity, Reporter
-from taskscale.worker_settings import WorkerSettings, default_worker_id
-from taskscale.worker_shutdown import Shutdown
-from taskscale.worker_tally import Tally
+from taskscale.worker.async_executor import AsyncExecutor
+from taskscale.worker.claim_pacing import ClaimPacer
+from taskscale.worker.claimer import Claimer
+from taskscale.worker.execution import Claimed, RetryPolicy, TaskRunner
+from taskscale.worker.reporter import STOP, Identity, Reporter
+from taskscale.worker.settings import WorkerSettings, default_worker_id
+from taskscale.worker.shutdown import Shutdown
+from taskscale.worker.slot_pools import ASYNC, SYNC, SlotPool, split_types
+from taskscale.worker.tally import Tally
 
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 CLAIMER_NAMES = {SYNC: "claimer", ASYNC: "async-claimer"}
 

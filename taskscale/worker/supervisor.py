@@ -2,7 +2,7 @@
 
 One Python process runs Python code on one CPU at a time, so a pod with
 several CPUs runs several worker processes.  With ``--processes P`` (P > 1,
-or ``auto``: the container's CPU limit, :mod:`taskscale.cpu_limit`) the
+or ``auto``: the container's CPU limit, :mod:`taskscale.worker.cpu_limit`) the
 command becomes this supervisor, which runs P children, each a complete
 ``taskscale worker`` with the same options and its own worker id
 (``<id>-0``, ``<id>-1``, ...), so its own lease, in-flight hash and registry
@@ -57,16 +57,16 @@ from dataclasses import dataclass
 
 import redis
 
+from taskscale.cli.envdefaults import env_name
 from taskscale.connection import REDIS_URL_ENV, connect, describe_error, retrying
-from taskscale.envdefaults import env_name
 from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
 from taskscale.signals import on_stop_signals
-from taskscale.worker_settings import default_worker_id
+from taskscale.worker.settings import default_worker_id
 
-log = logging.getLogger("taskscale.supervisor")
+log = logging.getLogger("taskscale.worker.supervisor")
 
 #: Options the supervisor sets per child instead of passing its own on.
 _PER_CHILD = frozenset({"processes", "worker_id", "metrics_port", "redis_url", "help"})

@@ -9,16 +9,16 @@ import json
 from typing import Any
 
 from taskscale.catalog import read_catalog, signature_text
-from taskscale.cli_runtime import _client, _common, _guarded
+from taskscale.cli.common import add_connection_arguments, client_and_keys, guarded
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "catalog", help="the task types live workers serve, with their parameters"
     )
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("--json", action="store_true", help="the whole catalog as JSON")
-    p.set_defaults(func=_guarded(_catalog))
+    p.set_defaults(func=guarded(_catalog))
 
 
 def render(catalog: dict[str, Any]) -> str:
@@ -45,7 +45,7 @@ def render(catalog: dict[str, Any]) -> str:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     catalog = read_catalog(client, keys)
     print(json.dumps(catalog, indent=2, sort_keys=True) if args.json else render(catalog))
     return 0

@@ -13,29 +13,36 @@ import sys
 from collections.abc import Sequence
 
 from taskscale import __version__
-from taskscale.envdefaults import apply_env_defaults
+from taskscale.cli.envdefaults import apply_env_defaults
 
 #: subcommand -> module providing ``add_parser(subparsers) -> None``; the
 #: parser it adds sets ``func(args) -> int`` as its default.
 SUBCOMMANDS: dict[str, str] = {
-    "worker": "taskscale.cli_runtime",
-    "scheduler": "taskscale.cli_runtime",
-    "enqueue": "taskscale.cli_runtime",
-    "status": "taskscale.cli_runtime",
-    "dead": "taskscale.cli_admin",
-    "delayed": "taskscale.cli_admin",
-    "queue": "taskscale.cli_admin",
-    "task": "taskscale.cli_admin",
-    "types": "taskscale.cli_admin",
-    "cancel": "taskscale.cli_cancel",
-    "fanout": "taskscale.cli_fanout",
-    "schedules": "taskscale.cli_schedules",
-    "catalog": "taskscale.cli_catalog",
+    "worker": "taskscale.cli.runtime",
+    "scheduler": "taskscale.cli.runtime",
+    "enqueue": "taskscale.cli.runtime",
+    "status": "taskscale.cli.runtime",
+    "dead": "taskscale.cli.admin",
+    "delayed": "taskscale.cli.admin",
+    "queue": "taskscale.cli.admin",
+    "task": "taskscale.cli.admin",
+    "types": "taskscale.cli.admin",
+    "cancel": "taskscale.cli.cancel",
+    "fanout": "taskscale.cli.fanout",
+    "schedules": "taskscale.cli.schedules",
+    "catalog": "taskscale.cli.catalog",
     "dashboard": "taskscale.dashboard.server",
-    "limits": "taskscale.cli_limits",
-    "crd": "taskscale.cli_crd",
+    "limits": "taskscale.cli.limits",
+    "crd": "taskscale.cli.crd",
     "controller": "taskscale.controller.cli",
-    "demo": "taskscale.controller.cli",
+    "demo": "taskscale.demo.run",
+}
+
+#: The extra that brings an optional subcommand's dependencies.
+EXTRAS: dict[str, str] = {
+    "taskscale.dashboard.server": "dashboard",
+    "taskscale.controller.cli": "controller",
+    "taskscale.demo.run": "demo",
 }
 
 
@@ -46,7 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"taskscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    seen: set[str] = set()
     for module_name in dict.fromkeys(SUBCOMMANDS.values()):
         try:
             module = importlib.import_module(module_name)
@@ -54,20 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
             missing = [c for c, m in SUBCOMMANDS.items() if m == module_name]
             for command in missing:
                 p = sub.add_parser(command, help=f"(unavailable: {exc})")
-                p.set_defaults(func=_unavailable(command, exc))
+                p.set_defaults(func=_unavailable(command, exc, EXTRAS.get(module_name, "")))
             continue
         module.add_parser(sub)
-        seen.add(module_name)
     # demo starts its own Redis: an exported TASKSCALE_REDIS_URL must not redirect it
     apply_env_defaults(parser, skip=("demo",))
     return parser
 
 
-def _unavailable(command: str, exc: ImportError) -> object:
+def _unavailable(command: str, exc: ImportError, extra: str) -> object:
     def run(_: argparse.Namespace) -> int:
         print(
             f"taskscale {command}: not available ({exc}); "
-            "install with: pip install 'taskscale[controller]'",
+            f"install with: pip install 'taskscale[{extra}]'",
             file=sys.stderr,
         )
         return 2
@@ -83,7 +88,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     return int(func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

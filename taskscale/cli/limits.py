@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from taskscale.cli_runtime import _client, _common, _guarded, count
+from taskscale.cli.common import add_connection_arguments, client_and_keys, count, guarded
 from taskscale.limits import clear_limits, get_limits, set_limits
 
 
@@ -17,26 +17,26 @@ def add_parser(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = sub.add_parser("set", help="replace a type's limits (what is not given is no limit)")
-    _common(s)
+    add_connection_arguments(s)
     s.add_argument("type", metavar="TYPE")
     s.add_argument("--rate", default=None, help="N/PERIOD, e.g. 100/s, 10/min, 5/2s, 3/500ms")
     s.add_argument("--burst", type=count, default=1, help="tokens the rate bucket holds (1)")
     s.add_argument(
         "--concurrency", type=count, default=None, help="most running at once, fleet-wide"
     )
-    s.set_defaults(func=_guarded(_set))
+    s.set_defaults(func=guarded(_set))
     ls = sub.add_parser("list", help="every type's limits and what runs now")
-    _common(ls)
+    add_connection_arguments(ls)
     ls.add_argument("--json", action="store_true", help="machine-readable output")
-    ls.set_defaults(func=_guarded(_list))
+    ls.set_defaults(func=guarded(_list))
     c = sub.add_parser("clear", help="remove a type's limits")
-    _common(c)
+    add_connection_arguments(c)
     c.add_argument("type", metavar="TYPE")
-    c.set_defaults(func=_guarded(_clear))
+    c.set_defaults(func=guarded(_clear))
 
 
 def _set(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     limits = set_limits(
         args.type,
         rate=args.rate,
@@ -50,7 +50,7 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     limits = get_limits(client=client, keys=keys)
     running = client.hmget(keys.active, list(limits)) if limits else []
     rows = [(lim, max(0, int(r or 0))) for lim, r in zip(limits.values(), running, strict=True)]
@@ -75,7 +75,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     had = clear_limits(args.type, client=client, keys=keys)
     print(f"{args.type}: limits cleared" if had else f"{args.type}: had no limits")
     return 0

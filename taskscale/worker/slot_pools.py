@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from taskscale.claim_pacing import ClaimPacer
-from taskscale.execution import Claimed
 from taskscale.tasks import TaskRegistry
+from taskscale.worker.claim_pacing import ClaimPacer
+from taskscale.worker.execution import Claimed
 
-#: Pool names, as :class:`~taskscale.worker_tally.Tally` counts them.
+#: Pool names, as :class:`~taskscale.worker.tally.Tally` counts them.
 SYNC, ASYNC = "sync", "async"
 
 

@@ -1,6 +1,6 @@
 """A worker's claimers: the only threads that take work from Redis.
 
-Each slot pool (:mod:`taskscale.slot_pools`) has one claimer thread running
+Each slot pool (:mod:`taskscale.worker.slot_pools`) has one claimer thread running
 :meth:`Claimer.claim_loop`.  It claims exactly as many tasks as its pool has
 free slots, in one ``claim.lua`` call, and hands each to the pool's dispatch
 (an executor thread, or the event loop).  Nothing waits inside the process:
@@ -8,7 +8,7 @@ a slot is filled only by a claim made for a slot that is free right now, so
 the backlog stays in Redis where the controller can see it.  When the queues
 are empty it sleeps on the wake lists of its types (``ClaimPacer``); when
 every slot is busy it waits for one to free up, without touching Redis.
-Under a backlog claims may be spaced :data:`~taskscale.gathering.CLAIM_GATHER_S`
+Under a backlog claims may be spaced :data:`~taskscale.worker.gathering.CLAIM_GATHER_S`
 apart (``gathering.py``; 0, off, by default: spacing left slots idle).
 
 A connection error is retried with backoff; since the script may have run
@@ -28,16 +28,16 @@ from collections.abc import Callable
 import redis
 
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.execution import Claimed
-from taskscale.gathering import CLAIM_GATHER_S, Gather
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
-from taskscale.slot_pools import SlotPool
-from taskscale.worker_tally import Tally
+from taskscale.worker.execution import Claimed
+from taskscale.worker.gathering import CLAIM_GATHER_S, Gather
+from taskscale.worker.slot_pools import SlotPool
+from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker")
+log = logging.getLogger("taskscale.worker.runtime")
 
 
 class Claimer:

@@ -8,7 +8,7 @@ once every type has been idle past its threshold -- with nothing to install
 but Redis and nothing left running afterwards.
 
 It wires the real parts together, unchanged: a ``redis-server`` of its own
-(:mod:`~taskscale.controller.localredis`, or ``--redis-url``), the
+(:mod:`~taskscale.demo.localredis`, or ``--redis-url``), the
 scheduler that promotes delayed tasks, the :class:`Reconciler` with the
 :class:`LocalPool` actuator (``taskscale worker`` subprocesses), and a load
 generator using the producer API.  A console reporter keeps the latest pass;
@@ -34,12 +34,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
-from taskscale.controller.demo_load import (
+from taskscale.controller.local import LocalPool, LocalPoolSettings
+from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
+from taskscale.demo.load import (
     EXAMPLES_MODULE,
     TASK_TYPE,
     Arrivals,
@@ -52,8 +56,9 @@ from taskscale.controller.demo_load import (
     plan_load,
     settings_from_args,
 )
-from taskscale.controller.demo_plot import plot, write_plot
-from taskscale.controller.demo_report import (
+from taskscale.demo.localredis import LocalRedis
+from taskscale.demo.plot import plot, write_plot
+from taskscale.demo.report import (
     ConsoleReporter,
     RunResult,
     Sample,
@@ -62,15 +67,11 @@ from taskscale.controller.demo_report import (
     sample,
     summary,
 )
-from taskscale.controller.demo_table import Table, reason_text
-from taskscale.controller.local import LocalPool, LocalPoolSettings
-from taskscale.controller.localredis import LocalRedis
-from taskscale.controller.observer import Observer, ObserveRequest
-from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
+from taskscale.demo.table import Table, reason_text
 from taskscale.keys import Keys
 from taskscale.logs import configure_logging
 from taskscale.producer import Producer
-from taskscale.scheduler import Scheduler
+from taskscale.scheduling.scheduler import Scheduler
 from taskscale.signals import STOP_SIGNALS, on_stop_signals
 
 __all__ = [
@@ -101,6 +102,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # --- the run ------------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``demo`` to the ``taskscale`` CLI."""
+    p = subparsers.add_parser(
+        "demo", help="scale local worker processes from a local Redis, on this machine"
+    )
+    add_demo_arguments(p)
+    p.set_defaults(func=run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:

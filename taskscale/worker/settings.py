@@ -7,8 +7,8 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-from taskscale.execution import RetryPolicy
 from taskscale.keys import DEFAULT_DEAD_LETTER_CAP, check_name
+from taskscale.worker.execution import RetryPolicy
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ long timeout that an *alarm* thread cuts short at the exact due time with
 ``CLIENT UNBLOCK``; waits of a few milliseconds are plain sleeps.
 
 After each promotion it materializes the next occurrence of every periodic
-schedule whose current one is due (:mod:`taskscale.schedules`; a
+schedule whose current one is due (:mod:`taskscale.scheduling.schedules`; a
 compare-and-set script, so concurrent schedulers enqueue each occurrence
 once).  Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
 in-flight tasks of workers whose lease expired to the head of their queues,
@@ -45,12 +45,12 @@ from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient, node_client
-from taskscale.schedules import advance_due
+from taskscale.scheduling.schedules import advance_due
 
 if TYPE_CHECKING:
-    from taskscale.scheduler_metrics import SchedulerMetrics
+    from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
-log = logging.getLogger("taskscale.scheduler")
+log = logging.getLogger("taskscale.scheduling.scheduler")
 T = TypeVar("T")
 
 
@@ -113,7 +113,7 @@ class Scheduler:
         )
         self.promoted = 0
         self.reaped_tasks = 0
-        #: Schedule occurrences this scheduler materialized (taskscale.schedules).
+        #: Schedule occurrences this scheduler materialized (taskscale.scheduling.schedules).
         self.occurrences = 0
         #: Lateness of the most overdue task of each promoting call, ms (recent ones).
         self.lateness_ms: deque[int] = deque(maxlen=100_000)
@@ -137,7 +137,7 @@ class Scheduler:
 
     def advance_schedules(self, now_ms: int) -> list[int]:
         """Materialize the next occurrence of each due schedule (see
-        taskscale.schedules); return the new occurrence times this call wrote."""
+        taskscale.scheduling.schedules); return the new occurrence times this call wrote."""
         advanced = advance_due(self.redis, self.keys, now_ms=now_ms)
         self.occurrences += len(advanced)
         if self.metrics is not None:

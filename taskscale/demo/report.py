@@ -1,7 +1,7 @@
 """What ``taskscale demo`` saw: the reconciler's passes as samples, the
 run's result and the summary computed from it.  The console table is
-:mod:`~taskscale.controller.demo_table`, the plot
-:mod:`~taskscale.controller.demo_plot`."""
+:mod:`~taskscale.demo.table`, the plot
+:mod:`~taskscale.demo.plot`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from taskscale.controller.demo_load import Arrivals, DemoSettings, LoadPlan
 from taskscale.controller.outcome import PassOutcome
+from taskscale.demo.load import Arrivals, DemoSettings, LoadPlan
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from taskscale.controller.demo_report import Sample
 from taskscale.controller.outcome import PassOutcome
+from taskscale.demo.report import Sample
 
 
 class Table:

@@ -37,9 +37,9 @@ from taskscale.luascripts import bound_script as _script
 from taskscale.options import TaskOptions
 from taskscale.producer import _option_fields, default_producer
 from taskscale.redis_urls import RedisClient
-from taskscale.schedule_times import Timing, following, timing
+from taskscale.scheduling.schedule_times import Timing, following, timing
 
-log = logging.getLogger("taskscale.schedules")
+log = logging.getLogger("taskscale.scheduling.schedules")
 
 #: Most due schedules one scheduler pass advances (the rest in the next pass).
 ADVANCE_BATCH = 100

@@ -8,14 +8,14 @@ import argparse
 from typing import Any
 
 from taskscale.cancellation import cancel
-from taskscale.cli_runtime import _client, _common, _guarded
+from taskscale.cli.common import add_connection_arguments, client_and_keys, guarded
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "cancel", help="cancel a task: removed if queued or delayed, flagged if running"
     )
-    _common(p)
+    add_connection_arguments(p)
     p.add_argument("id", metavar="ID", help="the task id (printed by taskscale enqueue)")
     p.add_argument("--type", default=None, help="the task's type, to narrow the search")
     p.add_argument(
@@ -24,11 +24,11 @@ def add_parser(subparsers: Any) -> None:
         metavar="F",
         help="the fan-out the task is a sub-task of: also finds one still waiting for a slot",
     )
-    p.set_defaults(func=_guarded(_cancel))
+    p.set_defaults(func=guarded(_cancel))
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    client, keys = _client(args)
+    client, keys = client_and_keys(args)
     result = cancel(args.id, client=client, task_type=args.type, fanout=args.fanout, keys=keys)
     if result.state == "pending":
         print(f"task {args.id}: cancelled (pending in fan-out {result.where}, removed)")

@@ -1,0 +1,216 @@
+"""What every subcommand shares: the connection flags, the argument types,
+the one-line error guard, and the client of a command.
+
+Public for the other command modules (the dashboard's and the controller's
+too): :class:`UsageError`, :func:`add_connection_arguments`,
+:func:`guarded`, :func:`client_and_keys`, :func:`sharded_client`,
+:func:`json_arg` and the argparse types (:func:`seconds`, :func:`count`,
+:func:`offset`, :func:`threads`, :func:`port`, ...).  A default a flag
+shares with a settings dataclass is read from it (:func:`default_of`), so
+each number is stated once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from taskscale.checks import MAX_COUNT, MAX_SECONDS
+from taskscale.connection import (
+    DEFAULT_REDIS_URL,
+    REDIS_URL_ENV,
+    RedisUnavailable,
+    check,
+    connect,
+    describe_error,
+)
+from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
+from taskscale.listening import ListenError
+from taskscale.logs import add_logging_arguments, configure_logging
+from taskscale.redis_urls import RedisClient
+from taskscale.shards import ShardMap
+
+
+class UsageError(Exception):
+    """A mistake in the command line; printed as one line."""
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get(REDIS_URL_ENV, DEFAULT_REDIS_URL),
+        help=f"Redis URL (env {REDIS_URL_ENV}; default {DEFAULT_REDIS_URL})",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
+        help=f"key namespace, or several (a,b,c) to spread types over shards: "
+        f"docs/redis.md (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
+    )
+    add_logging_arguments(parser)
+
+
+#: The most threads a worker runs tasks on.
+MAX_THREADS = 1024
+#: The most ``async def`` tasks a worker runs at once.
+MAX_ASYNC_SLOTS = 100_000
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0 (not nan, inf or -1),
+    at most :data:`MAX_SECONDS`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds >= 0")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_SECONDS} s (10 years)")
+    return value
+
+
+def whole(text: str, *, least: int = 0, most: int = MAX_COUNT) -> int:
+    """A whole number from ``least`` to ``most``, or an argparse error naming it."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least {least}")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {most}")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number from 1 to :data:`MAX_COUNT`."""
+    return whole(text, least=1)
+
+
+def offset(text: str) -> int:
+    """argparse type: a whole number from 0 to :data:`MAX_COUNT`."""
+    return whole(text, least=0)
+
+
+def threads(text: str) -> int:
+    """argparse type: a worker's thread count, 1 to :data:`MAX_THREADS`."""
+    return whole(text, least=1, most=MAX_THREADS)
+
+
+def async_slots(text: str) -> int:
+    """argparse type: how many ``async def`` tasks a worker runs at once."""
+    return whole(text, least=1, most=MAX_ASYNC_SLOTS)
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (0: any free port)."""
+    return whole(text, least=0, most=65535)
+
+
+def processes(text: str) -> int:
+    """argparse type: a number of worker processes, or ``auto`` (the CPU limit)."""
+    if text.strip().lower() == "auto":
+        from taskscale.worker.cpu_limit import auto_processes
+
+        return min(auto_processes(), MAX_THREADS)
+    return whole(text, least=1, most=MAX_THREADS)
+
+
+def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a subcommand; turn the errors a user can fix into one line."""
+
+    def guarded(args: argparse.Namespace) -> int:
+        configure_logging(args)
+        try:
+            return run(args)
+        except (UsageError, ValueError, RedisUnavailable) as exc:
+            print(f"taskscale {args.command}: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, UsageError | ValueError) else 1
+        except ListenError as exc:  # a metrics or dashboard port
+            print(f"taskscale {args.command}: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except redis.RedisError as exc:
+            print(f"taskscale {args.command}: {describe_error(exc)}", file=sys.stderr)
+            return 1
+
+    return guarded
+
+
+def client_and_keys(args: argparse.Namespace) -> tuple[RedisClient, Keys]:
+    """A checked client and the namespace of the command: with several
+    namespaces (shards), the one of its task type (``args.type``)."""
+    shards = ShardMap.parse(args.namespace)
+    task_type = getattr(args, "type", None)
+    if not shards.sharded:
+        keys = Keys(shards.namespaces[0])
+    elif isinstance(task_type, str):
+        keys = shards.keys_for(task_type)
+    else:
+        raise UsageError(
+            f"--namespace lists {len(shards.namespaces)} namespaces; "
+            f"{args.command} works on one: name it"
+        )
+    client, _ = sharded_client(args)
+    return client, keys
+
+
+def sharded_client(args: argparse.Namespace) -> tuple[RedisClient, ShardMap]:
+    shards = ShardMap.parse(args.namespace)
+    client = connect(args.redis_url)
+    check(client)
+    return client, shards
+
+
+def json_arg(text: str, kind: type, flag: str) -> Any:
+    try:
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except ValueError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise UsageError(f"{flag} must be a JSON {'array' if kind is list else 'object'}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return value
+
+
+def default_of(settings: type, name: str) -> Any:
+    """The default of field ``name`` of the dataclass ``settings``: a flag
+    whose default is a settings field's shows and uses that one number."""
+    for f in dataclasses.fields(settings):
+        if f.name == name:
+            if f.default is dataclasses.MISSING:
+                raise LookupError(f"{settings.__name__}.{name} has no default")
+            return f.default
+    raise LookupError(f"{settings.__name__} has no field {name!r}")
+
+
+def add_setting(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    settings: type,
+    name: str,
+    *,
+    type: Callable[[str], Any],
+    help: str,
+) -> None:
+    """A flag whose default is field ``name`` of ``settings``, said in its help."""
+    default = default_of(settings, name)
+    parser.add_argument(flag, type=type, default=default, help=f"{help} (default {default:g})")
