@@ -21,7 +21,7 @@ from taskscale.logs import add_logging_arguments
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import check_url
 
-log = logging.getLogger("taskscale.demo.run")
+log = logging.getLogger("taskscale.demo")
 
 
 TASK_TYPE = "sleep"

@@ -50,7 +50,7 @@ from taskscale.scheduling.schedules import advance_due
 if TYPE_CHECKING:
     from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
-log = logging.getLogger("taskscale.scheduling.scheduler")
+log = logging.getLogger("taskscale.scheduler")
 T = TypeVar("T")
 
 

@@ -39,7 +39,7 @@ from taskscale.producer import _option_fields, default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedule_times import Timing, following, timing
 
-log = logging.getLogger("taskscale.scheduling.schedules")
+log = logging.getLogger("taskscale.schedules")
 
 #: Most due schedules one scheduler pass advances (the rest in the next pass).
 ADVANCE_BATCH = 100

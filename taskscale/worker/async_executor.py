@@ -32,7 +32,7 @@ from taskscale.context import running
 from taskscale.worker.execution import Claimed, Outcome, TaskRunner
 from taskscale.worker.timeouts import await_with_timeout
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 
 class TaskCancelledItself(Exception):

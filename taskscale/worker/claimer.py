@@ -37,7 +37,7 @@ from taskscale.worker.gathering import CLAIM_GATHER_S, Gather
 from taskscale.worker.slot_pools import SlotPool
 from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 
 class Claimer:

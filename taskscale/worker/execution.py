@@ -45,7 +45,7 @@ from taskscale.options import Resolved, resolve
 from taskscale.tasks import TaskRegistry
 from taskscale.worker.timeouts import RunTimeout, call_with_timeout
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 #: The most characters of a traceback kept in a dead letter (its tail).
 MAX_TRACEBACK_CHARS = 8000

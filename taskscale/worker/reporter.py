@@ -37,7 +37,7 @@ from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
 from taskscale.worker.settings import WorkerSettings
 from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 #: Put on the outbox to make the reporter flush what it has and return.
 STOP = object()

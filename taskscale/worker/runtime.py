@@ -62,7 +62,7 @@ from taskscale.worker.tally import Tally
 
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 CLAIMER_NAMES = {SYNC: "claimer", ASYNC: "async-claimer"}
 

@@ -22,7 +22,7 @@ from taskscale.luascripts import Scripts
 from taskscale.redis_urls import RedisClient
 from taskscale.worker.tally import Tally
 
-log = logging.getLogger("taskscale.worker.runtime")
+log = logging.getLogger("taskscale.worker")
 
 #: How long the final requeue keeps retrying an unreachable Redis.
 FINAL_REQUEUE_RETRY_S = 10.0

@@ -66,7 +66,7 @@ from taskscale.shards import ShardMap
 from taskscale.signals import on_stop_signals
 from taskscale.worker.settings import default_worker_id
 
-log = logging.getLogger("taskscale.worker.supervisor")
+log = logging.getLogger("taskscale.supervisor")
 
 #: Options the supervisor sets per child instead of passing its own on.
 _PER_CHILD = frozenset({"processes", "worker_id", "metrics_port", "redis_url", "help"})

@@ -158,7 +158,7 @@ def restart_delays(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_backoff_grows_while_a_child_keeps_crashing_and_starts_over_after_it_stayed_up(
     caplog: pytest.LogCaptureFixture, lives_s: float, stable_s: float, expected: list[str]
 ) -> None:
-    caplog.set_level("INFO", logger="taskscale.worker.supervisor")
+    caplog.set_level("INFO", logger="taskscale.supervisor")
     supervisor = Supervisor(
         processes=1,
         base_id="b",
