@@ -28,14 +28,10 @@ from collections.abc import Callable
 import redis
 
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.keys import Keys
-from taskscale.luascripts import Scripts
-from taskscale.metrics import WorkerMetrics
-from taskscale.redis_urls import RedisClient
 from taskscale.worker.execution import Claimed
 from taskscale.worker.gathering import CLAIM_GATHER_S, Gather
+from taskscale.worker.shared import Shared
 from taskscale.worker.slot_pools import SlotPool
-from taskscale.worker.tally import Tally
 
 log = logging.getLogger("taskscale.worker")
 
@@ -45,31 +41,24 @@ class Claimer:
 
     def __init__(
         self,
-        client: RedisClient,
-        keys: Keys,
-        worker_id: str,
+        shared: Shared,
         *,
-        scripts: Scripts,
-        tally: Tally,
-        stopping: threading.Event,
         register: Callable[[], None],
         requeue: Callable[[str, list[str]], int],
-        on_fatal: Callable[[BaseException], None],
-        dead_letter_cap: int = 0,
-        metrics: WorkerMetrics | None = None,
     ) -> None:
-        self.redis = client
-        self.keys = keys
-        self.worker_id = worker_id
-        self._scripts = scripts
-        self._tally = tally
-        self._stopping = stopping
+        self.redis = shared.client
+        self.keys = shared.keys
+        self.worker_id = shared.id
+        self._scripts = shared.scripts
+        self._tally = shared.tally
+        self._stopping = shared.stopping
         self._register = register  # the reporter's heartbeat: lease + registry record
-        self._requeue = requeue  # requeue.lua (worker_shutdown.Shutdown.requeue)
-        self._on_fatal = on_fatal
-        self._dead_letter_cap = dead_letter_cap  # an envelope it can't take is a dead letter
-        self._metrics = metrics
-        self._inflight_key = keys.inflight(worker_id)
+        self._requeue = requeue  # requeue.lua (shutdown.Shutdown.requeue)
+        self._on_fatal = shared.on_fatal
+        # an envelope it can't take is a dead letter
+        self._dead_letter_cap = shared.settings.dead_letter_cap
+        self._metrics = shared.metrics
+        self._inflight_key = shared.keys.inflight(shared.id)
         self._lock = threading.Lock()  # claims vs a lost reply's reconcile
 
     def claim_loop(self, pool: SlotPool) -> None:

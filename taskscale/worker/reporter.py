@@ -16,9 +16,7 @@ import logging
 import os
 import queue
 import socket
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,15 +25,9 @@ import redis
 
 from taskscale.catalog import CatalogPublisher
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.health import HealthState
-from taskscale.keys import Keys
-from taskscale.luascripts import Scripts
-from taskscale.metrics import WorkerMetrics
-from taskscale.redis_urls import RedisClient
 from taskscale.worker.execution import Outcome
 from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
-from taskscale.worker.settings import WorkerSettings
-from taskscale.worker.tally import Tally
+from taskscale.worker.shared import Shared
 
 log = logging.getLogger("taskscale.worker")
 
@@ -53,38 +45,24 @@ class Identity:
 
 
 class Reporter:
-    """Owns the outbox; :meth:`run` is the reporter thread's body."""
+    """Empties the outbox; :meth:`run` is the reporter thread's body."""
 
-    def __init__(
-        self,
-        client: RedisClient,
-        keys: Keys,
-        settings: WorkerSettings,
-        identity: Identity,
-        *,
-        scripts: Scripts,
-        tally: Tally,
-        catalog: CatalogPublisher,
-        stopping: threading.Event,
-        abandon: threading.Event,
-        on_fatal: Callable[[BaseException], None],
-        metrics: WorkerMetrics | None = None,
-        health: HealthState | None = None,
-    ) -> None:
-        self.redis = client
-        self.keys = keys
-        self.settings = settings
-        self.identity = identity
-        self.outbox: queue.SimpleQueue[Outcome | object] = queue.SimpleQueue()
-        self._scripts = scripts
-        self._tally = tally
+    def __init__(self, shared: Shared, slots: int, *, catalog: CatalogPublisher) -> None:
+        """``slots``: the threads and async slots the worker runs tasks on."""
+        self.redis = shared.client
+        self.keys = shared.keys
+        self.settings = shared.settings
+        self.identity = Identity(shared.id, shared.pod, slots)
+        self.outbox = shared.outbox
+        self._scripts = shared.scripts
+        self._tally = shared.tally
         self._catalog = catalog
-        self._stopping = stopping
-        self._abandon = abandon
-        self._on_fatal = on_fatal
-        self._metrics = metrics
-        self._health = health
-        self._inflight_key = keys.inflight(identity.id)
+        self._stopping = shared.stopping
+        self._abandon = shared.abandon
+        self._on_fatal = shared.on_fatal
+        self._metrics = shared.metrics
+        self._health = shared.health
+        self._inflight_key = shared.keys.inflight(shared.id)
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s

@@ -17,6 +17,11 @@ module wires the parts, each in a module of its own:
   outcomes, one ``complete.lua`` call per wake, and renews the lease and the
   registry record every ``heartbeat_s``.
 
+What the parts share -- the connection, keys, scripts, settings, the worker's
+id, the tally, the outbox, the stop events -- is built once as a
+:class:`~taskscale.worker.shared.Shared`; each part takes it plus only what
+is its own.
+
 Shutdown (SIGTERM/SIGINT, or :meth:`Worker.request_stop`;
 :mod:`taskscale.worker.shutdown`): stop claiming, let running tasks finish
 within ``grace_s``, flush their outcomes, then return whatever is still in
@@ -44,7 +49,7 @@ from taskscale.connection import describe_error
 from taskscale.health import HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields
-from taskscale.luascripts import Scripts, scripts_for
+from taskscale.luascripts import scripts_for
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
 from taskscale.signals import on_stop_signals
@@ -54,11 +59,11 @@ from taskscale.worker.async_executor import AsyncExecutor
 from taskscale.worker.claim_pacing import ClaimPacer
 from taskscale.worker.claimer import Claimer
 from taskscale.worker.execution import Claimed, RetryPolicy, TaskRunner
-from taskscale.worker.reporter import STOP, Identity, Reporter
+from taskscale.worker.reporter import STOP, Reporter
 from taskscale.worker.settings import WorkerSettings, default_worker_id
+from taskscale.worker.shared import Shared
 from taskscale.worker.shutdown import Shutdown
 from taskscale.worker.slot_pools import ASYNC, SYNC, SlotPool, split_types
-from taskscale.worker.tally import Tally
 
 __all__ = ["RetryPolicy", "Worker", "WorkerSettings", "default_worker_id", "run_worker"]
 
@@ -88,79 +93,67 @@ class Worker:
         self.health = health
         self.pod = settings.pod or os.environ.get("POD_NAME") or socket.gethostname()
         self.id = check_name("worker id", settings.worker_id or default_worker_id(self.pod))
-        self._scripts: Scripts = scripts_for(client)
-        self._runner = TaskRunner(
+        self._shared = shared = self._shared_parts()
+        # held here too: the executors release a slot per task; tests drive the scripts
+        self._scripts, self._tally = shared.scripts, shared.tally
+        self._runner = self._task_runner()
+        self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
+        self._async = AsyncExecutor(
+            self._runner, report=shared.outbox.put, released=lambda: self._released(ASYNC)
+        )
+        self._pools = self._slot_pools()
+        slots = sum(pool.slots for pool in self._pools.values())
+        self._reporter = Reporter(shared, slots, catalog=self._catalog())
+        self._shutdown = Shutdown(shared)
+        self._claimer = Claimer(
+            shared, register=self._reporter.heartbeat, requeue=self._shutdown.requeue
+        )
+        self._exit_code = 0
+
+    # --- wiring ------------------------------------------------------------------
+    def _shared_parts(self) -> Shared:
+        return Shared(
+            client=self.redis,
+            keys=self.keys,
+            settings=self.settings,
+            id=self.id,
+            pod=self.pod,
+            scripts=scripts_for(self.redis),
+            on_fatal=self._fatal,
+            metrics=self.metrics,
+            health=self.health,
+        )
+
+    def _task_runner(self) -> TaskRunner:
+        client, keys = self.redis, self.keys
+        return TaskRunner(
             self.registry,
             worker_id=self.id,
-            retry=settings.retry,
-            max_lost=settings.max_lost,
-            metrics=metrics,
-            is_cancelled=lambda task_id: bool(client.exists(self.keys.cancel(task_id))),
+            retry=self.settings.retry,
+            max_lost=self.settings.max_lost,
+            metrics=self.metrics,
+            is_cancelled=lambda task_id: bool(client.exists(keys.cancel(task_id))),
         )
-        self._inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
-        self._tally = Tally()
-        self._stopping = threading.Event()
-        self._forced = threading.Event()
-        self._abandon = threading.Event()  # stop retrying Redis: we are exiting
-        self._async = AsyncExecutor(
-            self._runner,
-            report=lambda outcome: self._reporter.outbox.put(outcome),
-            released=lambda: self._released(ASYNC),
-        )
+
+    def _slot_pools(self) -> dict[str, SlotPool]:
+        """The thread pool and the event-loop pool, each if it has types to run."""
+        settings = self.settings
         sync_types, async_types = split_types(self.registry, settings.types)
-        pools: list[tuple[str, tuple[str, ...], int, Callable[[list[Claimed]], None]]] = [
+        wanted: list[tuple[str, tuple[str, ...], int, Callable[[list[Claimed]], None]]] = [
             (SYNC, sync_types, settings.threads, self._to_threads),
             (ASYNC, async_types, settings.async_slots, self._async.submit),
         ]
-        self._pools = {
+        pools = {
             kind: SlotPool(kind, types, slots, self._pacer_for(types), dispatch)
-            for kind, types, slots, dispatch in pools
+            for kind, types, slots, dispatch in wanted
             if types
         }
-        if metrics is not None:  # the pools it runs, counted like the busy gauge
-            metrics.set_pools(
-                threads=self._pools[SYNC].slots if SYNC in self._pools else 0,
-                async_slots=self._pools[ASYNC].slots if ASYNC in self._pools else 0,
+        if self.metrics is not None:  # the pools it runs, counted like the busy gauge
+            self.metrics.set_pools(
+                threads=pools[SYNC].slots if SYNC in pools else 0,
+                async_slots=pools[ASYNC].slots if ASYNC in pools else 0,
             )
-        self._reporter = Reporter(
-            client,
-            self.keys,
-            settings,
-            Identity(self.id, self.pod, sum(p.slots for p in self._pools.values())),
-            scripts=self._scripts,
-            tally=self._tally,
-            catalog=CatalogPublisher(
-                client, self.keys, self.id, self.registry, settings.types, lease_s=settings.lease_s
-            ),
-            stopping=self._stopping,
-            abandon=self._abandon,
-            on_fatal=self._fatal,
-            metrics=metrics,
-            health=health,
-        )
-        self._shutdown = Shutdown(
-            client,
-            self.keys,
-            self.id,
-            scripts=self._scripts,
-            tally=self._tally,
-            grace_s=settings.grace_s,
-            forced=self._forced,
-        )
-        self._claimer = Claimer(
-            client,
-            self.keys,
-            self.id,
-            scripts=self._scripts,
-            tally=self._tally,
-            stopping=self._stopping,
-            register=self._heartbeat,
-            requeue=self._shutdown.requeue,
-            on_fatal=self._fatal,
-            dead_letter_cap=self.settings.dead_letter_cap,
-            metrics=metrics,
-        )
-        self._exit_code = 0
+        return pools
 
     def _pacer_for(self, types: tuple[str, ...]) -> ClaimPacer:
         return ClaimPacer(
@@ -168,7 +161,13 @@ class Worker:
             self.keys,
             types,
             idle_wait_s=self.settings.idle_wait_s,
-            stopping=self._stopping,
+            stopping=self._shared.stopping,
+        )
+
+    def _catalog(self) -> CatalogPublisher:
+        settings = self.settings
+        return CatalogPublisher(
+            self.redis, self.keys, self.id, self.registry, settings.types, lease_s=settings.lease_s
         )
 
     # --- public -------------------------------------------------------------
@@ -178,9 +177,10 @@ class Worker:
 
     def request_stop(self) -> None:
         """First call: graceful stop.  Second call: stop now."""
-        if self._stopping.is_set():
-            self._forced.set()
-        self._stopping.set()
+        stopping = self._shared.stopping
+        if stopping.is_set():
+            self._shared.forced.set()
+        stopping.set()
         if self.health is not None:
             self.health.set_ready(False)
         for pool in self._pools.values():
@@ -203,7 +203,7 @@ class Worker:
             return self._run()
 
     def _run(self) -> int:
-        self._heartbeat()
+        self._reporter.heartbeat()  # registered before the first claim
         sync = SYNC in self._pools
         threads = [
             _Thread(target=self._executor, name=f"executor-{i}", daemon=True)
@@ -225,7 +225,7 @@ class Worker:
             ",".join(self.settings.types),
             " + ".join(f"{p.slots} {k} slots" for k, p in self._pools.items()),
         )
-        while not self._stopping.wait(1.0):
+        while not self._shared.stopping.wait(1.0):
             pass
         self._shutdown.drain()
         cancelled = self._async.cancel_running()
@@ -237,7 +237,7 @@ class Worker:
             pool.pacer.close()
         self._reporter.outbox.put(STOP)
         reporter.join(10.0)
-        self._abandon.set()
+        self._shared.abandon.set()
         moved = self._shutdown.final_requeue()
         for _ in threads:
             self._inbox.put(None)
@@ -275,10 +275,6 @@ class Worker:
     def _released(self, kind: str) -> None:
         self._tally.released(kind)
         self._pools[kind].freed.set()
-
-    # --- registry ----------------------------------------------------------------
-    def _heartbeat(self) -> None:
-        self._reporter.heartbeat()
 
 
 class _Thread(threading.Thread):

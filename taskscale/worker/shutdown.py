@@ -13,14 +13,10 @@ mode returns the tasks a lost claim reply left behind
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from taskscale.connection import TRANSIENT_ERRORS, retrying
-from taskscale.keys import Keys
-from taskscale.luascripts import Scripts
-from taskscale.redis_urls import RedisClient
-from taskscale.worker.tally import Tally
+from taskscale.worker.shared import Shared
 
 log = logging.getLogger("taskscale.worker")
 
@@ -31,24 +27,14 @@ FINAL_REQUEUE_RETRY_S = 10.0
 class Shutdown:
     """Draining and returning the tasks of one worker."""
 
-    def __init__(
-        self,
-        client: RedisClient,
-        keys: Keys,
-        worker_id: str,
-        *,
-        scripts: Scripts,
-        tally: Tally,
-        grace_s: float,
-        forced: threading.Event,
-    ) -> None:
-        self.redis = client
-        self.keys = keys
-        self.worker_id = worker_id
-        self._scripts = scripts
-        self._tally = tally
-        self._grace_s = grace_s
-        self._forced = forced
+    def __init__(self, shared: Shared) -> None:
+        self.redis = shared.client
+        self.keys = shared.keys
+        self.worker_id = shared.id
+        self._scripts = shared.scripts
+        self._tally = shared.tally
+        self._grace_s = shared.settings.grace_s
+        self._forced = shared.forced
 
     def drain(self) -> None:
         """Wait for running tasks, up to the grace period or a forced stop."""
