@@ -11,17 +11,17 @@ overview as ``taskscale status --namespace a,b,c`` does,
 is exactly that namespace's.  Reads of one type (its detail, dead letters,
 delayed tasks) go to the namespace that holds it (CRC-32 of its name).
 
-The overview is :func:`taskscale.status.collect` plus one more pipelined
-round trip per namespace for what only the console shows: the age of the
-oldest ready task per type (the head of each non-empty priority list) and
-the delayed tasks due within the next minute.  Rates and sparklines are the
-browser's job: it polls the counters and keeps the differences, so the
-server holds no history.
+The overview is :func:`taskscale.status.collect` plus one read-only script
+call per namespace (``console_overview.lua``) for what only the console
+shows: the delayed tasks due within the next minute, and the age of the
+oldest ready task per type -- by ``lib/oldest_ready.lua``, the rule the
+controller's ``observe.lua`` uses, so the console and the controller never
+disagree on it.  Rates and sparklines are the browser's job: it polls the
+counters and keeps the differences, so the server holds no history.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 from taskscale.shards import ShardMap
@@ -77,47 +78,43 @@ def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
 
 def _overview_in(client: RedisClient, keys: Keys) -> dict[str, Any]:
     found = status.collect(client, keys)
-    now_ms = int(found["now"] * 1000)
-    names = list(found["types"])
-    pipe = client.pipeline(transaction=False)
-    heads: list[tuple[str, int]] = []
-    for name in names:
-        pipe.zcount(keys.delayed(name), now_ms - status.OVERDUE_GRACE_MS, now_ms + DUE_SOON_MS)
-    for name in names:
-        t = found["types"][name]
-        for level in range(PRIORITY_LEVELS):
-            if t["queued_by_priority"][level]:
-                pipe.lindex(keys.queue(name, level), 0)
-                heads.append((name, level))
-    replies = pipe.execute() if names else []
-    due_soon = dict(zip(names, replies[: len(names)], strict=True))
-    oldest: dict[str, int] = {}
-    for (name, _), raw in zip(heads, replies[len(names) :], strict=True):
-        ms = _envelope_ms(raw) if raw is not None else None
-        if ms is not None:
-            oldest[name] = min(oldest.get(name, ms), ms)
+    due_soon, oldest_ms = _additions(client, keys, found)
     for name, t in found["types"].items():
         stats = t.pop("stats")
         t["claimed"] = stats.get("claimed", 0)
         t["wait_ms"] = stats.get("wait_ms", 0)
         t["service_ms"] = stats.get("service_ms", 0)
         t["dead_lettered"] = stats.get("dead", 0)
-        t["due_soon"] = int(due_soon.get(name, 0))
-        t["oldest_ready_s"] = (now_ms - oldest[name]) / 1000 if name in oldest else None
+        t["due_soon"] = due_soon[name]
+        t["oldest_ready_s"] = oldest_ms[name] / 1000 if oldest_ms[name] >= 0 else None
         idle = t["idle_since"]
         t["idle_for_s"] = None if t["active"] or idle is None else max(0.0, found["now"] - idle)
     return found
 
 
-def _envelope_ms(raw: Any) -> int | None:
-    try:
-        doc = json.loads(_text(raw))
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    value = doc.get("due_ms") or doc.get("enqueued_ms")
-    return int(value) if isinstance(value, int | float) else None
+def _additions(
+    client: RedisClient, keys: Keys, found: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per type of ``found`` (one namespace's status): delayed tasks due soon,
+    and ms its oldest ready task has waited (-1: none) -- one script call, at
+    the status's instant, reading only the heads of the non-empty lists."""
+    names = list(found["types"])
+    if not names:
+        return {}, {}
+    now_ms = int(found["now"] * 1000)
+    ready = [
+        [keys.queue(name, level) for level, n in enumerate(t["queued_by_priority"]) if n]
+        for name, t in found["types"].items()
+    ]
+    script_keys = [*(keys.delayed(name) for name in names), *(q for qs in ready for q in qs)]
+    window = (now_ms - status.OVERDUE_GRACE_MS, now_ms + DUE_SOON_MS)
+    args = [now_ms, *window, *(len(qs) for qs in ready)]
+    script = bound_script(client, "console_overview")
+    due_soon, oldest_ms = script(keys=script_keys, args=args, client=client)
+    return (
+        dict(zip(names, (int(x) for x in due_soon), strict=True)),
+        dict(zip(names, (int(x) for x in oldest_ms), strict=True)),
+    )
 
 
 def empty_row() -> dict[str, Any]:
