@@ -36,6 +36,7 @@ from taskscale.dashboard import data
 from taskscale.dashboard.server import serve_in_thread
 from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.shards import ShardMap
 
 KEYS = Keys("taskscale")
 ENDPOINTS = ("/api/overview", "/api/status", "/api/catalog", "/api/workers", "/api/scalers")
@@ -148,7 +149,7 @@ def main() -> None:
             running.stop()
 
         def overview() -> None:  # what GET /api/overview reads
-            data.overview(client, KEYS)
+            data.overview(client, ShardMap((KEYS.namespace,)))
             read_catalog(client, KEYS)
 
         for name, refresh in (

@@ -148,7 +148,7 @@ class Producer:
         key (queued, delayed, running, or within ``unique_for`` seconds of its
         enqueue): the holder's id is returned instead.
         """
-        fields = _option_fields(options)
+        fields = option_fields(options)
         fields.update(extra or {})
         if unique_key is not None:
             fields["unique_key"] = check_unique_key(unique_key)
@@ -183,7 +183,7 @@ class Producer:
         sequence); return the ids.  Each chunk of :data:`BATCH_CHUNK` is atomic."""
         ids: list[str] = []
         docs: list[str] = []
-        fields = _option_fields(options)
+        fields = option_fields(options)
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
             raise TypeError(
                 f"calls must be a list of Call or of argument lists, not {type(calls).__name__}"
@@ -260,7 +260,7 @@ def delay_to_ms(delay: float | None) -> int:
     return 0 if delay == 0 else max(1, round(delay * 1000))
 
 
-def _option_fields(options: TaskOptions | None) -> dict[str, Any]:
+def option_fields(options: TaskOptions | None) -> dict[str, Any]:
     """The envelope fields of ``options`` but ``max_retries`` (build writes that)."""
     if options is None:
         return {}

@@ -273,7 +273,8 @@ def pods_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [pods[name] for name in sorted(pods)]
 
 
-def _ago(seconds: float | None) -> str:
+def ago(seconds: float | None) -> str:
+    """A duration as a person reads it: ``4.2s``, ``3.5m``, ``2.0h``; ``never`` for None."""
     if seconds is None:
         return "never"
     seconds = max(0.0, seconds)
@@ -304,7 +305,7 @@ def render(status: dict[str, Any]) -> str:
         idle = (
             "busy"
             if t["active"]
-            else _ago(None if t["idle_since"] is None else now - t["idle_since"])
+            else ago(None if t["idle_since"] is None else now - t["idle_since"])
         )
         type_rows.append(
             [
@@ -324,7 +325,7 @@ def render(status: dict[str, Any]) -> str:
             f"{w['pod']}/{w['host']}",
             ",".join(w["types"]),
             f"{w['busy']}/{w['threads']}",
-            _ago(now - w["heartbeat_ms"] / 1000) + " ago" if w["heartbeat_ms"] else "?",
+            ago(now - w["heartbeat_ms"] / 1000) + " ago" if w["heartbeat_ms"] else "?",
         ]
         for w in sorted(status["workers"], key=lambda w: (w["pod"], w["id"]))
     ]

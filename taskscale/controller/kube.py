@@ -49,8 +49,8 @@ from taskscale.controller.kube_client import (
     REQUEST_TIMEOUT_S,
     VERSION,
     KubeConfigError,
-    _status,
     api_call,
+    api_status,
     install_crd,
     is_transient,
     load_api_client,
@@ -391,7 +391,7 @@ def _one_line(exc: BaseException, url: str | None) -> str:
 
 
 def _secret_problem(exc: BaseException) -> str:
-    if _status(exc) == 404:
+    if api_status(exc) == 404:
         return "the Redis URL Secret does not exist"
     if isinstance(exc, ApiException):
         return f"reading the Redis URL Secret failed: {exc.status} {exc.reason}"

@@ -130,11 +130,13 @@ def api_call(
     )
 
 
-def _status(exc: BaseException) -> int | None:
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a Kubernetes API error; None for any other exception."""
     return exc.status if isinstance(exc, ApiException) else None
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """Now, timezone-aware in UTC (what metav1.Time fields take)."""
     return datetime.now(UTC)
 
 

@@ -22,8 +22,8 @@ from taskscale.controller.kube_client import (
     PLURAL,
     REQUEST_TIMEOUT_S,
     VERSION,
-    _now,
     api_call,
+    utc_now,
 )
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import PassOutcome
@@ -231,7 +231,7 @@ class KubeReporter:
     def _post_event(
         self, namespace: str, name: str, known: _Known, kind: str, reason: str, message: str
     ) -> None:
-        now = _now()
+        now = utc_now()
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
             involved_object=client.V1ObjectReference(

@@ -10,19 +10,14 @@ a cross-origin request with a custom header is stopped by the browser's
 preflight (no CORS headers are ever sent).  Each change is one of the atomic
 admin scripts (:mod:`taskscale.admin`) or an enqueue, made in the namespace
 that holds its task type (a sharded deployment's reads cover every namespace:
-:mod:`taskscale.dashboard.namespaces`).
+:mod:`taskscale.dashboard.data`).
 """
 
 from __future__ import annotations
 
-import copy
-import hmac
 import json
 import math
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -30,63 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from taskscale import admin
-from taskscale.dashboard import data, namespaces
-from taskscale.keys import Keys, check_name, parse_priority
+from taskscale.dashboard import data
+from taskscale.dashboard.state import Context, context, in_thread, page_params
+from taskscale.keys import check_name, parse_priority
 from taskscale.producer import Call, Producer
-from taskscale.redis_urls import RedisClient
 from taskscale.rpc import CallOptions, RemoteError, TaskTimeout, call_async
-from taskscale.shards import ShardMap
 
-TOKEN_HEADER = "x-taskscale-token"
-#: Dead letters or delayed tasks per page (``?count=`` may ask for up to 500).
-PAGE = 50
 #: Longest a "call" from the console waits for the result, seconds.
 MAX_CALL_TIMEOUT_S = 120.0
-
-
-class Snapshots:
-    """The last answer of each expensive read, shared by every viewer for
-    ``max_age_s``: ten open overview tabs cost Redis what one costs."""
-
-    def __init__(self, max_age_s: float = 1.0) -> None:
-        self.max_age_s = max_age_s
-        self._lock = threading.Lock()
-        self._kept: dict[str, tuple[float, Any]] = {}
-
-    def get(self, name: str, read: Callable[[], Any]) -> Any:
-        with self._lock:  # one reader at a time: the others wait and share its answer
-            kept = self._kept.get(name)
-            if kept is not None and time.monotonic() - kept[0] < self.max_age_s:
-                return copy.deepcopy(kept[1])
-            value = read()
-            self._kept[name] = (time.monotonic(), value)
-            return copy.deepcopy(value)
-
-    def forget(self) -> None:
-        """After a change made through the console: the next read is fresh."""
-        with self._lock:
-            self._kept.clear()
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every endpoint needs: a client, the namespaces (one, or a
-    sharded deployment's list), the token."""
-
-    client: RedisClient
-    shards: ShardMap
-    token: str | None
-    snapshots: Snapshots = field(default_factory=Snapshots)
-
-    def keys_for(self, task_type: str) -> Keys:
-        """The namespace that holds ``task_type`` (the only one when not sharded)."""
-        return self.shards.keys_for(task_type)
-
-    def authorized(self, request: Request) -> bool:
-        if not self.token:
-            return False
-        supplied = request.headers.get(TOKEN_HEADER, "")
-        return hmac.compare_digest(supplied.encode(), self.token.encode())
 
 
 class ApiError(Exception):
@@ -104,14 +50,6 @@ def _type(request: Request) -> str:
         return check_name("task type", request.path_params["type"])
     except ValueError as exc:
         raise ApiError(400, str(exc)) from None
-
-
-def _int_param(request: Request, name: str, default: int, top: int) -> int:
-    try:
-        value = int(request.query_params.get(name, default))
-    except ValueError:
-        raise ApiError(400, f"{name} must be a whole number") from None
-    return max(0, min(value, top))
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -164,9 +102,9 @@ Handler = Callable[[Context, Request], Any]
 
 def _read(handler: Handler) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        ctx: Context = request.app.state.ctx
+        ctx = context(request)
         try:
-            doc = await _in_thread(handler, ctx, request)
+            doc = await in_thread(handler, ctx, request)
         except ApiError as exc:
             return _json({"error": str(exc)}, exc.code)
         except (ValueError, TypeError) as exc:
@@ -178,13 +116,13 @@ def _read(handler: Handler) -> Callable[[Request], Any]:
 
 def _write(handler: Callable[[Context, Request, dict[str, Any]], Any]) -> Callable[..., Any]:
     async def endpoint(request: Request) -> Response:
-        ctx: Context = request.app.state.ctx
+        ctx = context(request)
         if not ctx.authorized(request):
             why = "a valid X-Taskscale-Token header" if ctx.token else "--token (read-only now)"
             return _json({"error": f"forbidden: state changes need {why}"}, 403)
         try:
             body = await _body(request)
-            doc = await _in_thread(handler, ctx, request, body)
+            doc = await in_thread(handler, ctx, request, body)
             ctx.snapshots.forget()
         except ApiError as exc:
             return _json({"error": str(exc)}, exc.code)
@@ -195,18 +133,12 @@ def _write(handler: Callable[[Context, Request, dict[str, Any]], Any]) -> Callab
     return endpoint
 
 
-async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    from starlette.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(fn, *args)
-
-
 # --- reads ------------------------------------------------------------------------------
 
 
 def get_status(ctx: Context, request: Request) -> Any:
     """Exactly ``taskscale status --json`` (``--namespace`` as the console's)."""
-    found = namespaces.status_of(ctx.client, ctx.shards)
+    found = data.status_of(ctx.client, ctx.shards)
     for t in found["types"].values():
         t.pop("stats", None)
     return found
@@ -217,8 +149,8 @@ def get_overview(ctx: Context, request: Request) -> Any:
 
 
 def _overview(ctx: Context) -> Any:
-    found = namespaces.overview(ctx.client, ctx.shards)
-    catalog = namespaces.catalog(ctx.client, ctx.shards)
+    found = data.overview(ctx.client, ctx.shards)
+    catalog = data.catalog(ctx.client, ctx.shards)
     for name in catalog["types"].keys() - found["types"].keys():  # served, never enqueued
         found["types"][name] = data.empty_row()
     found["types"] = dict(sorted(found["types"].items()))
@@ -227,48 +159,41 @@ def _overview(ctx: Context) -> Any:
 
 
 def get_catalog(ctx: Context, request: Request) -> Any:
-    return namespaces.catalog(ctx.client, ctx.shards)
+    return data.catalog(ctx.client, ctx.shards)
 
 
 def get_type(ctx: Context, request: Request) -> Any:
-    return namespaces.type_detail(ctx.client, ctx.shards, _type(request))
+    return data.type_detail(ctx.client, ctx.shards, _type(request))
 
 
 def get_workers(ctx: Context, request: Request) -> Any:
-    return namespaces.workers(ctx.client, ctx.shards)
-
-
-def page_params(request: Request) -> tuple[int, int]:
-    """``?start=`` (default 0) and ``?count=`` (default and most: :data:`PAGE`, 500)."""
-    return _int_param(request, "start", 0, 10**9), _int_param(request, "count", PAGE, 500)
+    return data.workers(ctx.client, ctx.shards)
 
 
 def get_dead(ctx: Context, request: Request) -> Any:
     task_type = _type(request)
     start, count = page_params(request)
-    keys = ctx.keys_for(task_type)
-    return data.dead_letters(ctx.client, keys, task_type, start=start, count=count)
+    return data.dead_letters(ctx.client, ctx.shards, task_type, start=start, count=count)
 
 
 def get_delayed(ctx: Context, request: Request) -> Any:
     task_type = _type(request)
     start, count = page_params(request)
-    keys = ctx.keys_for(task_type)
-    return data.delayed_tasks(ctx.client, keys, task_type, start=start, count=count)
+    return data.delayed_tasks(ctx.client, ctx.shards, task_type, start=start, count=count)
 
 
 def get_fanouts(ctx: Context, request: Request) -> Any:
-    return {"fanouts": namespaces.fanouts(ctx.client, ctx.shards)}
+    return {"fanouts": data.fanouts(ctx.client, ctx.shards)}
 
 
 def get_scalers(ctx: Context, request: Request) -> Any:
-    return {"scalers": namespaces.scalers(ctx.client, ctx.shards)}
+    return {"scalers": data.scalers(ctx.client, ctx.shards)}
 
 
 def get_task(ctx: Context, request: Request) -> Any:
     task_id = check_name("task id", request.path_params["id"])
     try:
-        info = namespaces.find_task(ctx.client, ctx.shards, task_id, limit=50_000)
+        info = data.find_task(ctx.client, ctx.shards, task_id, limit=50_000)
     except admin.LookupLimitReached as exc:
         raise ApiError(404, str(exc)) from None
     if info is None:

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
 from taskscale.dashboard.hosts import Allowed, HostCheck
+from taskscale.dashboard.state import Context, Snapshots
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
 
@@ -87,9 +88,12 @@ def create_app(
         ],
         middleware=middleware,
     )
-    app.state.ctx = api.Context(
-        client=client, shards=shards, token=token or None, snapshots=api.Snapshots(snapshot_s)
+    app.state.ctx = Context(
+        client=client,
+        shards=shards,
+        token=token or None,
+        snapshots=Snapshots(snapshot_s),
+        root=root.rstrip("/"),
+        redis_where=redis_where(redis_url),
     )
-    app.state.root = root.rstrip("/")
-    app.state.redis_where = redis_where(redis_url)
     return app

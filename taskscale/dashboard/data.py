@@ -1,80 +1,120 @@
-"""What the dashboard shows, read from Redis with the existing readers.
+"""What the console shows, each reader written once for the namespaces it reads.
 
-The overview is :func:`taskscale.status.collect` (the data of ``taskscale
-status --json``) plus one more pipelined round trip for what only the
-console shows: the age of the oldest ready task per type (the head of each
-non-empty priority list) and the delayed tasks due within the next minute.
-Rates and sparklines are the browser's job: it polls the counters and keeps
-the differences, so the server holds no history.
+Every reader takes the deployment's :class:`~taskscale.shards.ShardMap` --
+one namespace, or a sharded deployment's list (``--namespace a,b,c``;
+docs/redis.md, "Sharding") -- and returns one view.  Reads that cover the
+deployment (overview, catalog, scalers, fan-outs) read each namespace and,
+when there are several, merge what they found (:func:`_merged`: the
+overview as ``taskscale status --namespace a,b,c`` does,
+:func:`taskscale.status.merge_namespaces`: workers and schedulers get a
+``namespace``, warnings are prefixed with it); with one namespace the answer
+is exactly that namespace's.  Reads of one type (its detail, dead letters,
+delayed tasks) go to the namespace that holds it (CRC-32 of its name).
+
+The overview is :func:`taskscale.status.collect` plus one read-only script
+call per namespace (``console_overview.lua``) for what only the console
+shows: the delayed tasks due within the next minute, and the age of the
+oldest ready task per type -- by ``lib/oldest_ready.lua``, the rule the
+controller's ``observe.lua`` uses, so the console and the controller never
+disagree on it.  Rates and sparklines are the browser's job: it polls the
+counters and keeps the differences, so the server holds no history.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
 from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
+from taskscale.shards import ShardMap
 
 #: "Due soon" on the overview: delayed tasks due within this many ms.
 DUE_SOON_MS = 60_000
 #: Most keys one fan-out listing SCANs through (fan-outs have no index).
 FANOUT_SCAN_LIMIT = 100_000
+#: Overview numbers added up should a type turn up in several namespaces:
+#: the status's, and what the overview adds to its rows.
+SUMMED = (*status.SUMMED, "due_soon", "claimed", "wait_ms", "service_ms", "dead_lettered")
+
+View = TypeVar("View")
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _envelope_ms(raw: Any) -> int | None:
-    try:
-        doc = json.loads(_text(raw))
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    value = doc.get("due_ms") or doc.get("enqueued_ms")
-    return int(value) if isinstance(value, int | float) else None
+def _merged(
+    shards: ShardMap,
+    read: Callable[[Keys], View],
+    merge: Callable[[Sequence[tuple[str, View]]], View],
+) -> View:
+    """``read`` of every namespace: one namespace's answer as it is, several
+    merged by ``merge`` from (namespace, answer) pairs in the listed order."""
+    parts = [(ns, read(Keys(ns))) for ns in shards.namespaces]
+    return parts[0][1] if len(parts) == 1 else merge(parts)
 
 
-def overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
+def status_of(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
+    """``taskscale status --json`` for the listed namespaces."""
+    return status.collect_namespaces(client, shards.namespaces)
+
+
+# --- the overview -----------------------------------------------------------------------
+
+
+def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     """``status.collect`` with ``oldest_ready_s``, ``due_soon``, ``idle_for_s``,
     ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
     task ever dead-lettered, which the browser turns into a rate) per type."""
+    merge = partial(status.merge_namespaces, summed=SUMMED)
+    return _merged(shards, partial(_overview_in, client), merge)
+
+
+def _overview_in(client: RedisClient, keys: Keys) -> dict[str, Any]:
     found = status.collect(client, keys)
-    now_ms = int(found["now"] * 1000)
-    names = list(found["types"])
-    pipe = client.pipeline(transaction=False)
-    heads: list[tuple[str, int]] = []
-    for name in names:
-        pipe.zcount(keys.delayed(name), now_ms - status.OVERDUE_GRACE_MS, now_ms + DUE_SOON_MS)
-    for name in names:
-        t = found["types"][name]
-        for level in range(PRIORITY_LEVELS):
-            if t["queued_by_priority"][level]:
-                pipe.lindex(keys.queue(name, level), 0)
-                heads.append((name, level))
-    replies = pipe.execute() if names else []
-    due_soon = dict(zip(names, replies[: len(names)], strict=True))
-    oldest: dict[str, int] = {}
-    for (name, _), raw in zip(heads, replies[len(names) :], strict=True):
-        ms = _envelope_ms(raw) if raw is not None else None
-        if ms is not None:
-            oldest[name] = min(oldest.get(name, ms), ms)
+    due_soon, oldest_ms = _additions(client, keys, found)
     for name, t in found["types"].items():
         stats = t.pop("stats")
         t["claimed"] = stats.get("claimed", 0)
         t["wait_ms"] = stats.get("wait_ms", 0)
         t["service_ms"] = stats.get("service_ms", 0)
         t["dead_lettered"] = stats.get("dead", 0)
-        t["due_soon"] = int(due_soon.get(name, 0))
-        t["oldest_ready_s"] = (now_ms - oldest[name]) / 1000 if name in oldest else None
+        t["due_soon"] = due_soon[name]
+        t["oldest_ready_s"] = oldest_ms[name] / 1000 if oldest_ms[name] >= 0 else None
         idle = t["idle_since"]
         t["idle_for_s"] = None if t["active"] or idle is None else max(0.0, found["now"] - idle)
     return found
+
+
+def _additions(
+    client: RedisClient, keys: Keys, found: dict[str, Any]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per type of ``found`` (one namespace's status): delayed tasks due soon,
+    and ms its oldest ready task has waited (-1: none) -- one script call, at
+    the status's instant, reading only the heads of the non-empty lists."""
+    names = list(found["types"])
+    if not names:
+        return {}, {}
+    now_ms = int(found["now"] * 1000)
+    ready = [
+        [keys.queue(name, level) for level, n in enumerate(t["queued_by_priority"]) if n]
+        for name, t in found["types"].items()
+    ]
+    script_keys = [*(keys.delayed(name) for name in names), *(q for qs in ready for q in qs)]
+    window = (now_ms - status.OVERDUE_GRACE_MS, now_ms + DUE_SOON_MS)
+    args = [now_ms, *window, *(len(qs) for qs in ready)]
+    script = bound_script(client, "console_overview")
+    due_soon, oldest_ms = script(keys=script_keys, args=args, client=client)
+    return (
+        dict(zip(names, (int(x) for x in due_soon), strict=True)),
+        dict(zip(names, (int(x) for x in oldest_ms), strict=True)),
+    )
 
 
 def empty_row() -> dict[str, Any]:
@@ -101,32 +141,104 @@ def empty_row() -> dict[str, Any]:
     }
 
 
-def type_detail(
-    client: RedisClient,
-    keys: Keys,
-    task_type: str,
-    *,
-    scalers: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """One type: its overview row, catalog entry and the scalers that size it
-    (from ``scalers`` when given: a sharded deployment's come from every namespace)."""
-    found = overview(client, keys)
-    catalog = read_catalog(client, keys)
-    every = read_scalers(client, keys) if scalers is None else scalers
-    scalers = [s for s in every if task_type in s.get("types", [])]
-    return {
+# --- catalog, scalers, workers, one type ------------------------------------------------
+
+
+def catalog(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
+    """:func:`read_catalog` of every namespace, merged: a type's live workers
+    from all of them, ``unserved`` when enqueued and served nowhere."""
+    return _merged(shards, partial(read_catalog, client), _merge_catalogs)
+
+
+def _merge_catalogs(parts: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    types: dict[str, dict[str, Any]] = {}
+    now = 0.0
+    for namespace, found in parts:
+        now = max(now, found["now"])
+        for name, entry in found["types"].items():
+            have = types.get(name)
+            if have is None:
+                types[name] = {**entry, "namespace": namespace}
+                continue
+            if entry.get("registered") and not have.get("registered"):
+                have.update({k: v for k, v in entry.items() if k != "workers"})
+            have["workers"] = have["workers"] + entry["workers"]
+            have["served"] = have["served"] or entry["served"]
+            have["enqueued"] = have["enqueued"] or entry["enqueued"]
+            have["variants"] = max(have["variants"], entry["variants"])
+    ordered = dict(sorted(types.items()))
+    unserved = [n for n, t in ordered.items() if t["enqueued"] and not t["served"]]
+    return {"now": now, "types": ordered, "unserved": unserved}
+
+
+def scalers(client: RedisClient, shards: ShardMap) -> list[dict[str, Any]]:
+    """Every scaler that recorded its passes in any of the namespaces."""
+    return _merged(shards, partial(read_scalers, client), _merge_scalers)
+
+
+def _merge_scalers(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    return sorted((s for _, found in parts for s in found), key=lambda s: str(s["scaler"]))
+
+
+def workers(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
+    """The live workers of every namespace, a pod's processes together, each
+    with ``dead_unreaped``: its lease expired (or its record is gone) and no
+    scheduler has reaped it yet."""
+    found = status_of(client, shards)
+    now_ms = found["now"] * 1000
+    listed = sorted(found["workers"], key=lambda w: (w["pod"], w["id"]))
+    for w in listed:
+        w["dead_unreaped"] = not w["registered"] or w["lease_expires_ms"] < now_ms
+    return {"now": found["now"], "workers": listed, "pods": status.pods_of(listed)}
+
+
+def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[str, Any]:
+    """One type: its overview row, catalog entry and live workers, read in the
+    namespace that holds it, and the scalers that size it (from every one)."""
+    keys = shards.keys_for(task_type)
+    found = _overview_in(client, keys)
+    entry = read_catalog(client, keys)["types"].get(task_type)
+    detail = {
         "type": task_type,
         "now": found["now"],
         "state": found["types"].get(task_type),
-        "catalog": catalog["types"].get(task_type),
+        "catalog": entry,
         "workers": [w for w in found["workers"] if task_type in w["types"]],
-        "scalers": scalers,
+        "scalers": [s for s in scalers(client, shards) if task_type in s.get("types", [])],
     }
+    if shards.sharded:
+        detail["namespace"] = keys.namespace
+    return detail
+
+
+def find_task(client: RedisClient, shards: ShardMap, task_id: str, *, limit: int) -> Any:
+    """:func:`admin.task_info` in each namespace until one knows the task.
+
+    Raises :class:`admin.LookupLimitReached` when no namespace knew it and
+    one of them stopped at ``limit`` entries (the answer is then unknown)."""
+    limited: admin.LookupLimitReached | None = None
+    for ns in shards.namespaces:
+        try:
+            info = admin.task_info(client, Keys(ns), task_id, limit=limit)
+        except admin.LookupLimitReached as exc:
+            limited = exc
+            continue
+        if info is not None:
+            return info
+    if limited is not None:
+        raise limited
+    return None
+
+
+# --- listings ---------------------------------------------------------------------------
 
 
 def dead_letters(
-    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, shards: ShardMap, task_type: str, *, start: int = 0, count: int = 50
 ) -> dict[str, Any]:
+    """The dead letters of ``task_type``, oldest first: ``count`` from ``start``
+    (in the namespace that holds it), and how many there are."""
+    keys = shards.keys_for(task_type)
     letters = admin.dead_list(client, keys, task_type, start=start, count=count)
     return {
         "type": task_type,
@@ -150,8 +262,11 @@ def dead_letters(
 
 
 def delayed_tasks(
-    client: RedisClient, keys: Keys, task_type: str, *, start: int = 0, count: int = 50
+    client: RedisClient, shards: ShardMap, task_type: str, *, start: int = 0, count: int = 50
 ) -> dict[str, Any]:
+    """The delayed tasks of ``task_type``, soonest first: ``count`` from
+    ``start`` (in the namespace that holds it), and how many there are."""
+    keys = shards.keys_for(task_type)
     tasks = admin.delayed_list(client, keys, task_type, start=start, count=count)
     return {
         "type": task_type,
@@ -172,9 +287,20 @@ def delayed_tasks(
     }
 
 
-def fanouts(client: RedisClient, keys: Keys, *, limit: int = 200) -> list[dict[str, Any]]:
+def fanouts(client: RedisClient, shards: ShardMap, *, limit: int = 200) -> list[dict[str, Any]]:
     """Fan-outs whose state hash still exists (in progress, or done and not
-    yet expired), found by SCAN -- at most :data:`FANOUT_SCAN_LIMIT` keys."""
+    yet expired), found by SCAN -- at most ``limit`` of them and
+    :data:`FANOUT_SCAN_LIMIT` keys examined per namespace -- each with its
+    ``namespace`` when there are several."""
+    return _merged(shards, partial(_fanouts_in, client, limit=limit), _merge_fanouts)
+
+
+def _merge_fanouts(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    found = [{**f, "namespace": ns} for ns, listed in parts for f in listed]
+    return sorted(found, key=lambda f: (f["done"], f["id"]))
+
+
+def _fanouts_in(client: RedisClient, keys: Keys, *, limit: int) -> list[dict[str, Any]]:
     pattern = keys.fanout("*").replace("{", "\\{").replace("}", "\\}")
     found: list[str] = []
     for examined, key in enumerate(client.scan_iter(match=pattern, count=1000, _type="hash"), 1):

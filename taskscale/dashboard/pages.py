@@ -10,7 +10,6 @@ others are rendered here from the same readers as the API.
 from __future__ import annotations
 
 import time
-from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -20,9 +19,10 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
-from taskscale.dashboard import api, data, forms, namespaces
+from taskscale.dashboard import data, forms
+from taskscale.dashboard.state import PAGE, context, in_thread, page_params
 from taskscale.keys import check_name
-from taskscale.status import _ago
+from taskscale.status import ago
 
 _env = Environment(
     loader=PackageLoader("taskscale.dashboard", "templates"),
@@ -38,15 +38,15 @@ def _when(ms: int | float | None) -> str:
 
 
 def _render(request: Request, template: str, page: str, **values: Any) -> Response:
-    ctx: api.Context = request.app.state.ctx
+    ctx = context(request)
     html = _env.get_template(template).render(
-        root=request.app.state.root,
+        root=ctx.root,
         page=page,
-        writable=bool(ctx.token),
+        writable=ctx.writable,
         namespace=",".join(ctx.shards.namespaces),
         sharded=ctx.shards.sharded,
-        redis_where=request.app.state.redis_where,
-        ago=_ago,
+        redis_where=ctx.redis_where,
+        ago=ago,
         when=_when,
         **values,
     )
@@ -63,9 +63,9 @@ def _type(request: Request) -> str | None:
 def _page(request: Request) -> tuple[int, int]:
     """``?start=`` and ``?count=`` of a listing page; nonsense reads as the first page."""
     try:
-        return api.page_params(request)
-    except api.ApiError:
-        return 0, api.PAGE
+        return page_params(request)
+    except ValueError:
+        return 0, PAGE
 
 
 def _pages(found: dict[str, Any]) -> dict[str, Any]:
@@ -96,22 +96,23 @@ async def scaling(request: Request) -> Response:
 
 
 async def workers(request: Request) -> Response:
-    found = await api._in_thread(api.get_workers, request.app.state.ctx, request)
+    ctx = context(request)
+    found = await in_thread(data.workers, ctx.client, ctx.shards)
     return _render(request, "workers.html", "workers", **found)
 
 
 async def fanouts(request: Request) -> Response:
-    ctx: api.Context = request.app.state.ctx
-    found = await api._in_thread(namespaces.fanouts, ctx.client, ctx.shards)
+    ctx = context(request)
+    found = await in_thread(data.fanouts, ctx.client, ctx.shards)
     return _render(request, "fanouts.html", "fanouts", fanouts=found)
 
 
 async def task_type(request: Request) -> Response:
-    ctx: api.Context = request.app.state.ctx
+    ctx = context(request)
     name = _type(request)
     if name is None:
         return _not_found("task type")
-    detail = await api._in_thread(namespaces.type_detail, ctx.client, ctx.shards, name)
+    detail = await in_thread(data.type_detail, ctx.client, ctx.shards, name)
     entry = detail["catalog"]
     return _render(
         request,
@@ -125,24 +126,26 @@ async def task_type(request: Request) -> Response:
 
 
 async def dead(request: Request) -> Response:
-    ctx: api.Context = request.app.state.ctx
+    ctx = context(request)
     name = _type(request)
     if name is None:
         return _not_found("task type")
     start, count = _page(request)
-    read = partial(data.dead_letters, start=start, count=count)
-    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    found = await in_thread(
+        data.dead_letters, ctx.client, ctx.shards, name, start=start, count=count
+    )
     return _render(request, "dead.html", "dead", task_type=name, dead=found, pages=_pages(found))
 
 
 async def delayed(request: Request) -> Response:
-    ctx: api.Context = request.app.state.ctx
+    ctx = context(request)
     name = _type(request)
     if name is None:
         return _not_found("task type")
     start, count = _page(request)
-    read = partial(data.delayed_tasks, start=start, count=count)
-    found = await api._in_thread(read, ctx.client, ctx.keys_for(name), name)
+    found = await in_thread(
+        data.delayed_tasks, ctx.client, ctx.shards, name, start=start, count=count
+    )
     return _render(
         request, "delayed.html", "delayed", task_type=name, delayed=found, pages=_pages(found)
     )

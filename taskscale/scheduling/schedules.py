@@ -35,7 +35,7 @@ from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
 from taskscale.luascripts import bound_script as _script
 from taskscale.options import TaskOptions
-from taskscale.producer import _option_fields, default_producer
+from taskscale.producer import default_producer, option_fields
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedule_times import Timing, following, timing
 
@@ -117,7 +117,7 @@ class Schedules:
             kwargs,
             priority=priority,
             max_retries=max_retries,
-            extra=_option_fields(options),
+            extra=option_fields(options),
         )
         template = envelope.encode({k: v for k, v in _loads(doc).items() if k != "id"})
         outcome, _ = _script(self.redis, "schedule_add")(

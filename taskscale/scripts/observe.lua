@@ -30,9 +30,9 @@
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
 --   oldest[i]   = {ready age ms, due age ms}: how long the oldest ready task has
---                 waited (the head of each non-empty priority list: its "due_ms",
---                 else its "enqueued_ms"), and how long the earliest due delayed
---                 task has been due; -1 when there is none.  Redis clock.
+--                 waited (lib/oldest_ready.lua: the rule the console shares), and
+--                 how long the earliest due delayed task has been due; -1 when
+--                 there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none (empty without KEYS[5])
 
 local time = redis.call('TIME')
@@ -77,23 +77,14 @@ end
 local active = hmget_all(KEYS[1], names)
 local idle = hmget_all(KEYS[2], names)
 
+--! include lib/oldest_ready.lua
+
 -- Most types of a large deployment are empty at any instant, and each call
 -- from Lua has a cost, so count before reading: one EXISTS over the delayed
 -- set and the ready lists says how many of them hold something (a key exists
 -- only while it is non-empty).  An empty type costs that one call; otherwise
 -- the LLEN loop stops once it has seen every non-empty list (the caller puts
 -- the default priority's list first).
--- When the task at the head of a ready list started waiting: "due_ms" (a
--- promoted delayed task waits from its due time), else "enqueued_ms"; decoded
--- like claim.lua does (the last of duplicate stamps wins).  nil if unreadable.
-local function waiting_since(envelope)
-    local ok, doc = pcall(cjson.decode, envelope)
-    if not ok or type(doc) ~= 'table' then
-        return nil
-    end
-    return tonumber(doc.due_ms) or tonumber(doc.enqueued_ms)
-end
-
 local function counts(name)
     local delayed = delayed_before .. name .. delayed_after
     local keys = {delayed}
@@ -116,18 +107,17 @@ local function counts(name)
         end
     end
     local j = 2
+    local ready = {}
     while remaining > 0 do
         local len = redis.call('LLEN', keys[j])
         if len > 0 then
             queued = queued + len
             remaining = remaining - 1
-            local since = waiting_since(redis.call('LINDEX', keys[j], 0))
-            if since then
-                oldest[1] = math.max(oldest[1], now_ms - since, 0)
-            end
+            ready[#ready + 1] = keys[j]
         end
         j = j + 1
     end
+    oldest[1] = oldest_ready_ms(ready, now_ms)
     return delayed, size, queued, due, oldest
 end
 
