@@ -34,7 +34,13 @@ from taskscale.cli.common import (
     sharded_client,
     threads,
 )
-from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, Keys, check_name, parse_priority
+from taskscale.keys import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_PRIORITY,
+    Keys,
+    check_name,
+    parse_priority,
+)
 from taskscale.scheduling.scheduler import SchedulerSettings
 from taskscale.shards import ShardMap
 from taskscale.worker.settings import WorkerSettings
@@ -121,7 +127,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--args", default="[]", help="JSON array of positional arguments")
     p.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before it is due")
-    p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
+    p.add_argument(
+        "--priority", default=str(DEFAULT_PRIORITY), help="0-9 (0 most urgent) or high/normal/low"
+    )
     p.add_argument("--max-retries", type=offset, default=None, help="retries before dead-lettering")
     p.add_argument(
         "--timeout", type=seconds, default=None, help="run timeout, seconds (default: the task's)"
