@@ -204,4 +204,5 @@ def add_setting(
     default = default_of(settings, name)
     if default is REQUIRED:
         raise LookupError(f"{settings.__name__}.{name} has no default")
-    parser.add_argument(flag, type=type, default=default, help=f"{help} (default {default:g})")
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    parser.add_argument(flag, type=type, default=default, help=f"{help} (default {shown})")
