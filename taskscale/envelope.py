@@ -17,10 +17,6 @@ from typing import Any
 
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, check_name, parse_priority
 
-DEFAULT_MAX_RETRIES = 3
-DEFAULT_REPLY_TTL_S = 300
-
-#: Fields the runtime reads; anything else in an envelope is kept as is.
 _COMPACT = (",", ":")
 
 
@@ -34,7 +30,9 @@ class PayloadTooLarge(EnvelopeError):
 
 @dataclass(slots=True)
 class Envelope:
-    """A decoded envelope; ``fields`` keeps every field, known or not.
+    """A decoded envelope; ``fields`` keeps every field, known or not (the
+    task options, ``max_retries``, ``timeout_ms``..., are read from there by
+    :func:`taskscale.options.resolve`, the one place that knows them).
 
     Not frozen: one is built per task run, and a frozen dataclass's
     ``__init__`` costs about twice as much (nothing changes one after decode)."""
@@ -45,11 +43,9 @@ class Envelope:
     kwargs: dict[str, Any]
     priority: int = DEFAULT_PRIORITY
     attempts: int = 0
-    max_retries: int = DEFAULT_MAX_RETRIES
     enqueued_ms: int | None = None
     due_ms: int | None = None
     reply_to: str | None = None
-    reply_ttl: int = DEFAULT_REPLY_TTL_S
     fanout: str | None = None
     #: Times the reaper returned this task because its worker died running it.
     reaped: int = 0
@@ -67,14 +63,15 @@ def build(
     *,
     task_id: str | None = None,
     priority: int | str = DEFAULT_PRIORITY,
-    max_retries: int | None = DEFAULT_MAX_RETRIES,
+    max_retries: int | None = None,
     extra: Mapping[str, Any] | None = None,
     max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> tuple[str, str]:
     """Encode a new envelope; return ``(task_id, json)``.
 
     ``max_retries`` None leaves the field out: the worker then applies the
-    task's declared default (``@task(max_retries=...)``), else 3.
+    task's declared default (``@task(max_retries=...)``), else the runtime's
+    (:data:`taskscale.options.OPTIONS`).
     Raises :class:`EnvelopeError` for a bad name, priority or argument that
     is not JSON, and :class:`PayloadTooLarge` over ``max_bytes`` (0 = no limit).
     """
@@ -135,11 +132,9 @@ def decode(raw: str | bytes) -> Envelope:
         kwargs=kwargs,
         priority=_int(doc, "priority", DEFAULT_PRIORITY),
         attempts=_int(doc, "attempts", 0),
-        max_retries=_int(doc, "max_retries", DEFAULT_MAX_RETRIES),
         enqueued_ms=_opt_int(doc, "enqueued_ms"),
         due_ms=_opt_int(doc, "due_ms"),
         reply_to=doc["reply_to"] if isinstance(doc.get("reply_to"), str) else None,
-        reply_ttl=_int(doc, "reply_ttl", DEFAULT_REPLY_TTL_S),
         fanout=doc["fanout"] if isinstance(doc.get("fanout"), str) else None,
         reaped=_int(doc, "reaped", 0),
         fields=doc,

@@ -44,6 +44,7 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.luascripts import bound_script
+from taskscale.options import DEFAULT_MAX_RETRIES
 from taskscale.producer import Call
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import block_in_slices
@@ -123,8 +124,9 @@ class FanoutStatus:
 class FanoutSettings:
     """How sub-tasks are enqueued and how long the fan-out's keys are kept."""
 
-    #: Retries of each sub-task before it counts as failed (it keeps its slot).
-    max_retries: int = 3
+    #: Retries of each sub-task before it counts as failed (it keeps its slot);
+    #: by default the runtime's default (taskscale.options).
+    max_retries: int = DEFAULT_MAX_RETRIES
     #: Seconds the state and notice are kept after the last sub-task finished.
     ttl_s: int = 86400
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES

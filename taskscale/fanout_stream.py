@@ -51,7 +51,7 @@ from taskscale.keys import (
     parse_priority,
 )
 from taskscale.luascripts import bound_script as _script
-from taskscale.options import TaskOptions
+from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import RemoteError
 
@@ -157,9 +157,8 @@ class FanoutStream(FanoutHandle):
         if isinstance(arg_sets, str | bytes):
             raise TypeError("arg_sets must be a sequence of argument sets, not a string")
         task_type, level = self._type_and_priority()
-        options = self.settings.options or TaskOptions()
-        extra = {**options.envelope_fields(), "fanout": self.id}
-        extra.pop("max_retries", None)
+        retries, extra = enqueue_fields(self.settings.options)
+        extra["fanout"] = self.id
         ids: list[str] = []
         docs: list[str] = []
         for arg_set in arg_sets:
@@ -169,7 +168,7 @@ class FanoutStream(FanoutHandle):
                 args,
                 kwargs,
                 priority=level,
-                max_retries=options.max_retries,
+                max_retries=retries,
                 extra=extra,
                 max_bytes=self.settings.max_payload_bytes,
             )

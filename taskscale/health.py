@@ -19,6 +19,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from taskscale.listening import open_listener
 
+#: Where a metrics port listens unless told: every IPv4 address (Prometheus
+#: scrapes a pod from another one).
+METRICS_HOST = "0.0.0.0"
+
 
 class HealthState:
     """What ``/healthz`` and ``/readyz`` answer: alive while the main loop

@@ -34,6 +34,9 @@ from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 
+#: Tokens a rate bucket holds unless told (``set_limits``, ``taskscale limits set``).
+DEFAULT_BURST = 1
+
 _UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
 
@@ -113,7 +116,7 @@ def set_limits(
     *,
     rate: str | None = None,
     concurrency: int | None = None,
-    burst: int = 1,
+    burst: int = DEFAULT_BURST,
     client: RedisLike = None,
     keys: Keys | None = None,
 ) -> TypeLimits:

@@ -31,6 +31,8 @@ LOG_LEVEL_ENV = "TASKSCALE_LOG_LEVEL"
 LOG_FORMAT_ENV = "TASKSCALE_LOG_FORMAT"
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")
+#: The log format unless told (--log-format, TASKSCALE_LOG_FORMAT).
+DEFAULT_FORMAT = FORMATS[0]
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Fields a record carries while a task runs (JSON keys; text shows them too).
 TASK_FIELDS = ("task_id", "task_type", "worker_id")
@@ -84,8 +86,8 @@ def add_logging_arguments(
     parser.add_argument(
         "--log-format",
         type=_choice("log format", FORMATS),
-        default=env.get(LOG_FORMAT_ENV, "text"),
-        help=f"text or json, one object per line ({where}default text)",
+        default=env.get(LOG_FORMAT_ENV, DEFAULT_FORMAT),
+        help=f"text or json, one object per line ({where}default {DEFAULT_FORMAT})",
     )
 
 
@@ -151,7 +153,7 @@ def _json_formatter() -> logging.Formatter:
 def configure_logging(args: argparse.Namespace | None = None, **overrides: str) -> None:
     """Send every log record to stderr, formatted as ``args`` (or overrides) say."""
     level = overrides.get("level") or getattr(args, "log_level", None) or "info"
-    fmt = overrides.get("format") or getattr(args, "log_format", None) or "text"
+    fmt = overrides.get("format") or getattr(args, "log_format", None) or DEFAULT_FORMAT
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_Context())
     if fmt == "json":

@@ -19,6 +19,8 @@ from prometheus_client import (
     start_http_server,
 )
 
+from taskscale.health import METRICS_HOST
+
 OUTCOMES = ("completed", "retried", "dead")
 _DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
 _WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 5, 10, 60, 300, 3600)
@@ -127,7 +129,7 @@ class WorkerMetrics:
     def task_claimed(self, task_type: str, wait_s: float) -> None:
         self._histograms(task_type)[1].observe(max(0.0, wait_s))
 
-    def serve(self, port: int, *, addr: str = "0.0.0.0") -> None:
+    def serve(self, port: int, *, addr: str = METRICS_HOST) -> None:
         """Expose ``/metrics`` on ``port`` (a daemon thread)."""
         start_http_server(port, addr=addr, registry=self.registry)
 

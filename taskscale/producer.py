@@ -47,7 +47,7 @@ from taskscale.keys import (
     check_unique_key,
 )
 from taskscale.luascripts import scripts_for
-from taskscale.options import TaskOptions
+from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.redis_urls import RedisClient
 from taskscale.replication import call_and_wait
 
@@ -59,7 +59,7 @@ BATCH_CHUNK = 500
 class ProducerSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: Written into every envelope that sets no ``max_retries``; None leaves it
-    #: to the worker (the task's ``@task(max_retries=...)``, else 3).
+    #: to the worker (the task's ``@task(max_retries=...)``, else the runtime's).
     default_max_retries: int | None = None
     #: Give up on an unreachable Redis after this long, then raise
     #: :class:`~taskscale.connection.RedisUnavailable`. Short by default so a
@@ -148,7 +148,7 @@ class Producer:
         key (queued, delayed, running, or within ``unique_for`` seconds of its
         enqueue): the holder's id is returned instead.
         """
-        fields = option_fields(options)
+        retries, fields = self._options(options, max_retries)
         fields.update(extra or {})
         if unique_key is not None:
             fields["unique_key"] = check_unique_key(unique_key)
@@ -162,7 +162,7 @@ class Producer:
             kwargs,
             task_id=task_id,
             priority=priority,
-            max_retries=self._retries(max_retries, options),
+            max_retries=retries,
             extra=fields,
             max_bytes=self.settings.max_payload_bytes,
         )
@@ -183,7 +183,7 @@ class Producer:
         sequence); return the ids.  Each chunk of :data:`BATCH_CHUNK` is atomic."""
         ids: list[str] = []
         docs: list[str] = []
-        fields = option_fields(options)
+        retries, fields = self._options(options, max_retries)
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
             raise TypeError(
                 f"calls must be a list of Call or of argument lists, not {type(calls).__name__}"
@@ -195,7 +195,7 @@ class Producer:
                 call.args,
                 call.kwargs,
                 priority=priority,
-                max_retries=self._retries(max_retries, options),
+                max_retries=retries,
                 extra=fields,
                 max_bytes=self.settings.max_payload_bytes,
             )
@@ -205,12 +205,13 @@ class Producer:
             self._push(task_type, docs[start : start + BATCH_CHUNK], delay)
         return ids
 
-    def _retries(self, max_retries: int | None, options: TaskOptions | None) -> int | None:
-        if max_retries is not None:
-            return max_retries
-        if options is not None and options.max_retries is not None:
-            return options.max_retries
-        return self.settings.default_max_retries
+    def _options(
+        self, options: TaskOptions | None, max_retries: int | None
+    ) -> tuple[int | None, dict[str, Any]]:
+        """``max_retries`` (the argument, the options', else this producer's
+        default) and the envelope fields of the other options."""
+        retries, fields = enqueue_fields(options, max_retries=max_retries)
+        return (self.settings.default_max_retries if retries is None else retries), fields
 
     def _push(self, task_type: str, docs: list[str], delay: float | None) -> dict[int, str]:
         """Run the enqueue script; return {index of a skipped envelope: holder id}."""
@@ -258,17 +259,6 @@ def delay_to_ms(delay: float | None) -> int:
         return 0
     delay = checks.seconds("delay", delay)
     return 0 if delay == 0 else max(1, round(delay * 1000))
-
-
-def option_fields(options: TaskOptions | None) -> dict[str, Any]:
-    """The envelope fields of ``options`` but ``max_retries`` (build writes that)."""
-    if options is None:
-        return {}
-    if not isinstance(options, TaskOptions):
-        raise TypeError(f"options must be a TaskOptions, not {type(options).__name__}")
-    fields = options.envelope_fields()
-    fields.pop("max_retries", None)
-    return fields
 
 
 def _text(value: bytes | str) -> str:

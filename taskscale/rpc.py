@@ -32,12 +32,12 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
-from taskscale.options import TaskOptions
+from taskscale.options import OPTION, TaskOptions
 from taskscale.producer import Producer, ProducerSettings
 from taskscale.redis_urls import RedisClient, connection_kwargs
 from taskscale.serving import explain_no_reply, live_workers_serving
@@ -94,7 +94,8 @@ class CallOptions:
 
     priority: int | str = DEFAULT_PRIORITY
     #: Seconds the reply is kept for a caller that comes back late; None
-    #: leaves it to the task's ``@task(result_ttl=...)``, else 300.
+    #: leaves it to the task's ``@task(result_ttl=...)``, else the runtime's
+    #: (the option ``result_ttl``: taskscale.options).
     reply_ttl_s: int | None = None
     #: Retries before the error is the reply; a blocked caller usually wants
     #: the error now rather than after the backoff schedule.
@@ -108,9 +109,11 @@ class CallOptions:
     require_worker: bool = False
 
     def __post_init__(self) -> None:
-        ttl = self.reply_ttl_s
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1):
-            raise ValueError(f"reply_ttl_s must be a whole number of seconds >= 1, not {ttl!r}")
+        if self.reply_ttl_s is not None:  # the task option result_ttl, set per call
+            OPTION["result_ttl"].check("reply_ttl_s", self.reply_ttl_s)
+        if self.task_options is not None and not isinstance(self.task_options, TaskOptions):
+            kind = type(self.task_options).__name__
+            raise TypeError(f"task_options must be a TaskOptions, not {kind}")
 
 
 @dataclass(frozen=True)
@@ -227,17 +230,17 @@ def call_async(
         keys=keys,
         settings=ProducerSettings(max_payload_bytes=options.max_payload_bytes),
     )
-    extra: dict[str, Any] = {"reply_to": keys.reply(task_id)}
-    if options.reply_ttl_s is not None:
-        extra["reply_ttl"] = options.reply_ttl_s
+    task_options = options.task_options
+    if options.reply_ttl_s is not None:  # the call's wins over its task options'
+        task_options = replace(task_options or TaskOptions(), result_ttl=options.reply_ttl_s)
     producer.enqueue(
         task_type,
         *args,
         task_id=task_id,
         priority=options.priority,
         max_retries=options.max_retries,
-        extra=extra,
-        options=options.task_options,
+        extra={"reply_to": keys.reply(task_id)},
+        options=task_options,
         **kwargs,
     )
     return RpcHandle(client, task_id, keys=keys, task_type=task_type)

@@ -16,11 +16,11 @@ its event loop (``--async-slots``) instead of a thread (:meth:`TaskRegistry.is_a
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, TypeVar, Unpack, overload
 
 from taskscale.keys import check_name
-from taskscale.options import TaskOptions
+from taskscale.options import TaskOptionArgs, TaskOptions
 
 TaskFunction = Callable[..., Any]
 F = TypeVar("F", bound=TaskFunction)
@@ -84,27 +84,14 @@ def register(name: str, fn: TaskFunction, options: TaskOptions | None = None) ->
 def task(name_or_fn: F, /) -> F: ...
 @overload
 def task(
-    name_or_fn: str | None = None,
-    /,
-    *,
-    max_retries: int | None = None,
-    retry_backoff: float | Sequence[float] | None = None,
-    retry_backoff_max: float | None = None,
-    timeout: float | None = None,
-    result_ttl: int | None = None,
+    name_or_fn: str | None = None, /, **options: Unpack[TaskOptionArgs]
 ) -> Callable[[F], F]: ...
 def task(
-    name_or_fn: str | F | None = None,
-    /,
-    *,
-    max_retries: int | None = None,
-    retry_backoff: float | Sequence[float] | None = None,
-    retry_backoff_max: float | None = None,
-    timeout: float | None = None,
-    result_ttl: int | None = None,
+    name_or_fn: str | F | None = None, /, **options: Unpack[TaskOptionArgs]
 ) -> F | Callable[[F], F]:
     """Decorator: ``@task`` (type = function name) or ``@task("email", ...)``
-    with default options (see :class:`taskscale.options.TaskOptions`)."""
+    with default options, the keywords being the fields of
+    :class:`taskscale.options.TaskOptions` (``max_retries``, ``timeout``...)."""
     if callable(name_or_fn):
         fn = name_or_fn
         registry.register(fn.__name__, fn)
@@ -112,16 +99,10 @@ def task(
     name = name_or_fn
     if name is not None:  # checked now, not when the decorated function is defined
         check_name("task type", name)
-    options = TaskOptions(
-        max_retries=max_retries,
-        retry_backoff=retry_backoff,
-        retry_backoff_max=retry_backoff_max,
-        timeout=timeout,
-        result_ttl=result_ttl,
-    )
+    declared = TaskOptions(**options)
 
     def decorate(fn: F) -> F:
-        registry.register(name or fn.__name__, fn, options)
+        registry.register(name or fn.__name__, fn, declared)
         return fn
 
     return decorate

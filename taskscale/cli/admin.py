@@ -31,6 +31,9 @@ from taskscale.cli.common import (
     offset,
 )
 
+#: Entries ``dead list`` and ``delayed list`` show unless told (--count).
+SHOWN = 20
+
 
 def add_parser(subparsers: Any) -> None:
     """Add dead, delayed, queue, task and types to the ``taskscale`` CLI."""
@@ -40,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--start", type=offset, default=0, help="skip this many (default 0)")
-    p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
+    p.add_argument("--count", type=count, default=SHOWN, help=f"show this many (default {SHOWN})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=guarded(_dead_list))
     for action, what in (("requeue", "back to the tail of its queue"), ("purge", "delete")):
@@ -55,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
     p = delayed_sub.add_parser("list", help="delayed tasks, soonest first")
     add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
-    p.add_argument("--count", type=count, default=20, help="show this many (default 20)")
+    p.add_argument("--count", type=count, default=SHOWN, help=f"show this many (default {SHOWN})")
     p.set_defaults(func=guarded(_delayed_list))
     for action in ("run", "delete"):
         p = delayed_sub.add_parser(action, help=f"{action} one delayed task now")

@@ -6,14 +6,13 @@ too): :class:`UsageError`, :func:`add_connection_arguments`,
 :func:`guarded`, :func:`client_and_keys`, :func:`sharded_client`,
 :func:`json_arg` and the argparse types (:func:`seconds`, :func:`count`,
 :func:`offset`, :func:`threads`, :func:`port`, ...).  A default a flag
-shares with a settings dataclass is read from it (:func:`default_of`), so
-each number is stated once.
+shares with a settings dataclass is read from it (:func:`add_setting`, with
+``dataclass_defaults.default_of``), so each number is stated once.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -32,6 +31,7 @@ from taskscale.connection import (
     connect,
     describe_error,
 )
+from taskscale.dataclass_defaults import REQUIRED, default_of
 from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
@@ -191,17 +191,6 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def default_of(settings: type, name: str) -> Any:
-    """The default of field ``name`` of the dataclass ``settings``: a flag
-    whose default is a settings field's shows and uses that one number."""
-    for f in dataclasses.fields(settings):
-        if f.name == name:
-            if f.default is dataclasses.MISSING:
-                raise LookupError(f"{settings.__name__}.{name} has no default")
-            return f.default
-    raise LookupError(f"{settings.__name__} has no field {name!r}")
-
-
 def add_setting(
     parser: argparse.ArgumentParser,
     flag: str,
@@ -213,4 +202,7 @@ def add_setting(
 ) -> None:
     """A flag whose default is field ``name`` of ``settings``, said in its help."""
     default = default_of(settings, name)
-    parser.add_argument(flag, type=type, default=default, help=f"{help} (default {default:g})")
+    if default is REQUIRED:
+        raise LookupError(f"{settings.__name__}.{name} has no default")
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    parser.add_argument(flag, type=type, default=default, help=f"{help} (default {shown})")

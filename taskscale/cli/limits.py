@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from taskscale.cli.common import add_connection_arguments, client_and_keys, count, guarded
-from taskscale.limits import clear_limits, get_limits, set_limits
+from taskscale.limits import DEFAULT_BURST, clear_limits, get_limits, set_limits
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,7 +20,12 @@ def add_parser(subparsers: Any) -> None:
     add_connection_arguments(s)
     s.add_argument("type", metavar="TYPE")
     s.add_argument("--rate", default=None, help="N/PERIOD, e.g. 100/s, 10/min, 5/2s, 3/500ms")
-    s.add_argument("--burst", type=count, default=1, help="tokens the rate bucket holds (1)")
+    s.add_argument(
+        "--burst",
+        type=count,
+        default=DEFAULT_BURST,
+        help=f"tokens the rate bucket holds ({DEFAULT_BURST})",
+    )
     s.add_argument(
         "--concurrency", type=count, default=None, help="most running at once, fleet-wide"
     )

@@ -34,7 +34,8 @@ from taskscale.cli.common import (
     sharded_client,
     threads,
 )
-from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, Keys, check_name, parse_priority
+from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, parse_priority
+from taskscale.producer import ProducerSettings
 from taskscale.scheduling.scheduler import SchedulerSettings
 from taskscale.shards import ShardMap
 from taskscale.worker.settings import WorkerSettings
@@ -121,17 +122,22 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--args", default="[]", help="JSON array of positional arguments")
     p.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
     p.add_argument("--delay", type=seconds, default=0.0, help="seconds before it is due")
-    p.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
+    p.add_argument(
+        "--priority", default=str(DEFAULT_PRIORITY), help="0-9 (0 most urgent) or high/normal/low"
+    )
     p.add_argument("--max-retries", type=offset, default=None, help="retries before dead-lettering")
     p.add_argument(
         "--timeout", type=seconds, default=None, help="run timeout, seconds (default: the task's)"
     )
     p.add_argument("--count", type=count, default=1, help="enqueue this many copies")
-    p.add_argument("--max-bytes", type=count, default=DEFAULT_MAX_PAYLOAD_BYTES, help="size limit")
-    p.add_argument(
+    P = ProducerSettings
+    add_setting(p, "--max-bytes", P, "max_payload_bytes", type=count, help="size limit, bytes")
+    add_setting(
+        p,
         "--wait-replicas",
+        P,
+        "wait_replicas",
         type=offset,
-        default=0,
         help="WAIT until this many replicas have the task (0 = don't; docs/redis.md)",
     )
     p.set_defaults(func=guarded(_enqueue))
@@ -232,7 +238,7 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _enqueue(args: argparse.Namespace) -> int:
     from taskscale.options import TaskOptions
-    from taskscale.producer import Call, Producer, ProducerSettings
+    from taskscale.producer import Call, Producer
 
     call = Call(json_arg(args.args, list, "--args"), json_arg(args.kwargs, dict, "--kwargs"))
     # Everything the user typed is checked before Redis is dialled, so a

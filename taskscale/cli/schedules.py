@@ -16,7 +16,8 @@ from taskscale.cli.common import (
     json_arg,
     seconds,
 )
-from taskscale.keys import check_name, check_schedule_name, parse_priority
+from taskscale.keys import DEFAULT_PRIORITY, check_name, check_schedule_name, parse_priority
+from taskscale.options import DEFAULT_MAX_RETRIES
 from taskscale.scheduling.schedule_times import timing
 from taskscale.scheduling.schedules import ScheduleInfo, Schedules, render
 
@@ -35,12 +36,16 @@ def add_parser(subparsers: Any) -> None:
     a.add_argument("--tz", default=None, help="time zone of --cron (IANA name; default UTC)")
     a.add_argument("--args", default="[]", help="JSON array of positional arguments")
     a.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
-    a.add_argument("--priority", default="5", help="0-9 (0 most urgent) or high/normal/low")
+    a.add_argument(
+        "--priority",
+        default=str(DEFAULT_PRIORITY),
+        help="0-9 (0 most urgent) or high/normal/low",
+    )
     a.add_argument(
         "--max-retries",
         type=int,
         default=None,
-        help="retries of each occurrence (default: the task's own, else 3)",
+        help=f"retries of each occurrence (default: the task's own, else {DEFAULT_MAX_RETRIES})",
     )
     a.add_argument(
         "--catch-up",

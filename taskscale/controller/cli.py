@@ -22,12 +22,15 @@ from typing import Any
 
 from taskscale.cli.common import port
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.health import HealthState, MetricsServer
+from taskscale.health import METRICS_HOST, HealthState, MetricsServer
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.signals import on_stop_signals
 
 log = logging.getLogger("taskscale.controller")
+
+#: The Lease the controllers elect a leader on, unless told (the chart sets it).
+DEFAULT_LEASE_NAME = "taskscale-controller"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -42,14 +45,22 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--metrics-port", type=port, default=9090, help="port of /metrics, /healthz, /readyz"
     )
-    p.add_argument("--metrics-host", default="0.0.0.0", help="address the metrics port binds to")
+    p.add_argument(
+        "--metrics-host",
+        default=METRICS_HOST,
+        help=f"address the metrics port binds to (default {METRICS_HOST}: every address)",
+    )
     p.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
     p.add_argument(
         "--leader-election-namespace",
         default=os.environ.get("POD_NAMESPACE") or "default",
         help="namespace of the Lease (default: $POD_NAMESPACE or default)",
     )
-    p.add_argument("--leader-election-id", default="taskscale-controller", help="Lease name")
+    p.add_argument(
+        "--leader-election-id",
+        default=DEFAULT_LEASE_NAME,
+        help=f"Lease name (default {DEFAULT_LEASE_NAME})",
+    )
     add_logging_arguments(p)
     p.set_defaults(func=run_controller)
 

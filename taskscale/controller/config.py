@@ -6,12 +6,19 @@ hand-written object in the demo, or a test may skip it.  So this module is the
 one place that reads the camelCase spec, applies the same defaults as the
 schema and calls :func:`validate_policy`, raising :class:`InvalidSpec` with a
 message fit for a status condition.
+
+Every field of the spec is a row of :data:`SPEC_FIELDS`: where it is in the
+spec, the attribute it becomes, the check that reads it, and what an unset
+one means.  That default is the attribute's dataclass default (``types.py``,
+``fallback.py``, the dataclasses below), so each number is stated once in
+Python; tests/controller/test_spec_fields.py holds the CRD schema's fields
+and defaults equal to the table's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,15 +26,18 @@ from taskscale.controller.fallback import Fallback
 from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
 from taskscale.controller.source_spec import TASKSCALE, TypeSource, check_kind, type_source
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
+from taskscale.dataclass_defaults import REQUIRED, default_of
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 from taskscale.redis_urls import check_url
 from taskscale.shards import ShardMap
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_S",
+    "SPEC_FIELDS",
     "InvalidSpec",
     "RedisRef",
     "ScalerConfig",
+    "SpecField",
     "TargetRef",
     "config_from_object",
     "config_from_spec",
@@ -99,6 +109,197 @@ class ScalerConfig:
         return f"{self.namespace}/{self.name}"
 
 
+# --- the spec's fields ------------------------------------------------------------
+
+_OWN_DEFAULT: Any = object()  # SpecField.unset: the attribute's dataclass default
+
+
+@dataclass(frozen=True)
+class SpecField:
+    """One field of a TaskScaler spec and how it is read."""
+
+    #: Where it is in the spec; ``[]`` stands for each entry of an array.
+    path: str
+    #: The dataclass, and its attribute, the field becomes.
+    owner: type
+    attr: str
+    #: Checks and converts a set value (InvalidSpec or ValueError: one sentence);
+    #: None: its section's own code reads it (say which in the table).
+    read: Callable[[Any, SpecField], Any] | None
+    #: What an unset field means when the attribute's own default does not say
+    #: it (REQUIRED: it must be set; None: no fixed default).
+    unset: Any = _OWN_DEFAULT
+    #: The error for a required field that is unset (default: "PATH is required").
+    missing: str = ""
+
+    @property
+    def key(self) -> str:
+        """The field's name in its section."""
+        return self.path.rpartition(".")[2]
+
+    @property
+    def section(self) -> str:
+        """The path of the object holding it ("" for the spec itself)."""
+        return self.path.rpartition(".")[0]
+
+    @property
+    def default(self) -> Any:
+        """What an unset field means (REQUIRED: it must be set)."""
+        if self.unset is not _OWN_DEFAULT:
+            return self.unset
+        return default_of(self.owner, self.attr)
+
+    def value(self, section: Mapping[str, Any]) -> Any:
+        """The field's value in ``section``, checked, or its default when unset
+        (null counts as unset, as the API server prunes nulls before defaulting)."""
+        raw = section.get(self.key)
+        if raw is None:
+            if self.default is REQUIRED:
+                raise InvalidSpec(self.missing or f"{self.path} is required")
+            return self.default
+        if self.read is None:
+            raise LookupError(f"{self.path} is read by its section's own code")
+        return self.read(raw, self)
+
+
+def _integer(value: object, field: SpecField) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpec(f"{field.key} must be an integer, not {value!r}")
+    return value
+
+
+def _number(value: object, field: SpecField) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSpec(f"{field.key} must be a number, not {value!r}")
+    return float(value)
+
+
+def _poll_interval(value: object, field: SpecField) -> float:
+    seconds = _number(value, field)
+    if seconds < MIN_POLL_INTERVAL_S:
+        raise InvalidSpec(f"{field.key} must be at least {MIN_POLL_INTERVAL_S}")
+    return seconds
+
+
+def _name(value: object, field: SpecField) -> str:
+    """A non-empty string, else the field's ``missing`` sentence."""
+    if not isinstance(value, str) or not value:
+        raise InvalidSpec(field.missing or f"{field.path} is required")
+    return value
+
+
+def _secret_part(value: object, field: SpecField) -> str:
+    if not value:
+        raise InvalidSpec(field.missing)
+    return str(value)
+
+
+def _task_type(value: object, field: SpecField) -> str:
+    return check_name("task type", _name(value, field))
+
+
+def _api_version(value: object, field: SpecField) -> str:
+    if not isinstance(value, str) or not value.strip("/") or " " in value:
+        raise InvalidSpec(f"{field.path} {value!r} is not group/version")
+    return value
+
+
+def _target_kind(value: object, field: SpecField) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidSpec(f"{field.path} must be a non-empty string")
+    return value
+
+
+def _url(value: object, field: SpecField) -> str:
+    if not isinstance(value, str):
+        raise InvalidSpec(f"{field.path} {value!r} is not a URL")
+    try:
+        check_url(value)
+    except ValueError as exc:
+        raise InvalidSpec(f"{field.path}: {exc}") from None
+    return value
+
+
+def _namespaces(value: object, field: SpecField) -> str:
+    """One namespace, or several (a,b,c) the scaler's types are spread over."""
+    return ",".join(ShardMap.parse(str(value or field.default)).namespaces)
+
+
+def _source_kind(value: object, field: SpecField) -> str:
+    return check_kind(value)
+
+
+_SECRET_NEEDS = "redis.urlSecretRef needs name and key"
+_FALLBACK_NEEDS = "fallback needs replicas (and optionally afterFailures)"
+
+#: Every field of a TaskScaler spec, in the CRD's order.
+SPEC_FIELDS: tuple[SpecField, ...] = (
+    SpecField("scaleTargetRef.apiVersion", TargetRef, "api_version", _api_version),
+    SpecField("scaleTargetRef.kind", TargetRef, "kind", _target_kind),
+    SpecField("scaleTargetRef.name", ScalerConfig, "target", _name),
+    SpecField("redis.url", RedisRef, "url", _url),
+    # RedisRef's None means "no secret"; inside urlSecretRef both are required
+    SpecField(
+        "redis.urlSecretRef.name",
+        RedisRef,
+        "secret_name",
+        _secret_part,
+        unset=REQUIRED,
+        missing=_SECRET_NEEDS,
+    ),
+    SpecField(
+        "redis.urlSecretRef.key",
+        RedisRef,
+        "secret_key",
+        _secret_part,
+        unset=REQUIRED,
+        missing=_SECRET_NEEDS,
+    ),
+    SpecField("redis.namespace", RedisRef, "key_namespace", _namespaces),
+    SpecField("source", TypeSource, "kind", _source_kind, unset=TASKSCALE),
+    SpecField(
+        "taskTypes[].name",
+        TypePolicy,
+        "name",
+        _task_type,
+        missing="each taskTypes entry needs a name",
+    ),
+    SpecField("taskTypes[].idleThresholdSeconds", TypePolicy, "idle_threshold_s", _number),
+    SpecField("taskTypes[].maxQueueWaitSeconds", TypePolicy, "max_queue_wait_s", _number),
+    # Read together by source_spec.type_source: an unset source is the
+    # scaler's, unset queues and tasks are the type's name.
+    SpecField("taskTypes[].source", TypeSource, "kind", None, unset=None),
+    SpecField("taskTypes[].queues", TypeSource, "queues", None, unset=None),
+    SpecField("taskTypes[].tasks", TypeSource, "tasks", None, unset=None),
+    SpecField("tasksPerReplica", ScalingPolicy, "tasks_per_replica", _integer),
+    SpecField("minReplicas", ScalingPolicy, "min_replicas", _integer),
+    SpecField("maxReplicas", ScalingPolicy, "max_replicas", _integer),
+    SpecField("scaleUpStabilizationSeconds", ScalingPolicy, "scale_up_stabilization_s", _number),
+    SpecField(
+        "scaleDownStabilizationSeconds", ScalingPolicy, "scale_down_stabilization_s", _number
+    ),
+    SpecField("maxScaleUpStep", ScalingPolicy, "max_scale_up_step", _integer),
+    SpecField("maxScaleDownStep", ScalingPolicy, "max_scale_down_step", _integer),
+    SpecField("warmupLeadSeconds", ScalingPolicy, "warmup_lead_s", _number),
+    SpecField("rateWindowSeconds", ScalingPolicy, "rate_window_s", _number),
+    SpecField("fallback.replicas", Fallback, "replicas", _integer, missing=_FALLBACK_NEEDS),
+    SpecField("fallback.afterFailures", Fallback, "after_failures", _integer),
+    SpecField("pollIntervalSeconds", ScalerConfig, "poll_interval_s", _poll_interval),
+)
+
+
+def _read(section: Mapping[str, Any], path: str, owner: type) -> dict[str, Any]:
+    """The attributes of ``owner`` the fields of the spec's object at ``path`` set."""
+    return {
+        f.attr: f.value(section)
+        for f in SPEC_FIELDS
+        if f.section == path and f.owner is owner and f.read is not None
+    }
+
+
+# --- reading a spec -----------------------------------------------------------------
+
+
 def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
     """Read a whole TaskScaler object (metadata + spec)."""
     meta = obj.get("metadata") or {}
@@ -126,21 +327,22 @@ def config_from_spec(
     try:
         policy = _policy(spec)
         validate_policy(policy)
-        poll = _number(spec, "pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S)
-        if poll < MIN_POLL_INTERVAL_S:
-            raise InvalidSpec(f"pollIntervalSeconds must be at least {MIN_POLL_INTERVAL_S}")
+        own = _read(spec, "", ScalerConfig)  # pollIntervalSeconds
         redis = _redis(spec)
+        ref = spec.get("scaleTargetRef")
+        if not isinstance(ref, Mapping):
+            raise InvalidSpec("scaleTargetRef.name is required")
         return ScalerConfig(
             name=name,
             namespace=namespace,
-            target=_target(spec),
             redis=redis,
             policy=policy,
-            poll_interval_s=poll,
             generation=generation,
             fallback=_fallback(spec),
-            target_ref=_target_ref(spec),
+            target_ref=TargetRef(**_read(ref, "scaleTargetRef", TargetRef)),
             sources=_sources(spec, redis),
+            **own,
+            **_read(ref, "scaleTargetRef", ScalerConfig),  # its name: the target
         )
     except InvalidSpec:
         raise
@@ -148,54 +350,23 @@ def config_from_spec(
         raise InvalidSpec(str(exc)) from None
 
 
-def _target(spec: Mapping[str, Any]) -> str:
-    ref = spec.get("scaleTargetRef")
-    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str) or not ref["name"]:
-        raise InvalidSpec("scaleTargetRef.name is required")
-    return str(ref["name"])
-
-
-def _target_ref(spec: Mapping[str, Any]) -> TargetRef:
-    ref = spec.get("scaleTargetRef") or {}
-    api_version = ref.get("apiVersion", "apps/v1")
-    kind = ref.get("kind", "Deployment")
-    if not isinstance(api_version, str) or not api_version.strip("/") or " " in api_version:
-        raise InvalidSpec(f"scaleTargetRef.apiVersion {api_version!r} is not group/version")
-    if not isinstance(kind, str) or not kind:
-        raise InvalidSpec("scaleTargetRef.kind must be a non-empty string")
-    return TargetRef(api_version=api_version, kind=kind)
-
-
 def _redis(spec: Mapping[str, Any]) -> RedisRef:
     redis = spec.get("redis")
     if not isinstance(redis, Mapping):
         raise InvalidSpec("redis is required (url or urlSecretRef)")
-    url = redis.get("url")
     secret = redis.get("urlSecretRef")
-    if (url is None) == (secret is None):
+    if (redis.get("url") is None) == (secret is None):
         raise InvalidSpec("set exactly one of redis.url and redis.urlSecretRef")
-    # one namespace, or several (a,b,c) the scaler's types are spread over
-    shards = ShardMap.parse(str(redis.get("namespace") or DEFAULT_NAMESPACE))
-    key_namespace = ",".join(shards.namespaces)
-    if url is not None:
-        if not isinstance(url, str):
-            raise InvalidSpec(f"redis.url {url!r} is not a URL")
-        try:
-            check_url(url)
-        except ValueError as exc:
-            raise InvalidSpec(f"redis.url: {exc}") from None
-        return RedisRef(url=url, key_namespace=key_namespace)
-    if not isinstance(secret, Mapping) or not secret.get("name") or not secret.get("key"):
-        raise InvalidSpec("redis.urlSecretRef needs name and key")
-    return RedisRef(
-        secret_name=str(secret["name"]),
-        secret_key=str(secret["key"]),
-        key_namespace=key_namespace,
-    )
+    found = _read(redis, "redis", RedisRef)
+    if secret is not None:
+        if not isinstance(secret, Mapping):
+            raise InvalidSpec(_SECRET_NEEDS)
+        found.update(_read(secret, "redis.urlSecretRef", RedisRef))
+    return RedisRef(**found)
 
 
 def _sources(spec: Mapping[str, Any], redis: RedisRef) -> tuple[TypeSource, ...]:
-    default = check_kind(spec.get("source", TASKSCALE))
+    default = _read(spec, "", TypeSource)["kind"]
     found = tuple(s for t in spec["taskTypes"] if (s := type_source(t, default_kind=default)))
     if found and "," in redis.key_namespace:
         raise InvalidSpec("celery, rq and list sources need one redis.namespace, not several")
@@ -209,54 +380,23 @@ def _policy(spec: Mapping[str, Any]) -> ScalingPolicy:
     if not isinstance(types, list) or not types:
         raise InvalidSpec("taskTypes needs at least one entry")
     return ScalingPolicy(
-        types=tuple(_type_policy(t) for t in types),
-        tasks_per_replica=_integer(spec, "tasksPerReplica", 4),
-        min_replicas=_integer(spec, "minReplicas", 0),
-        max_replicas=_integer(spec, "maxReplicas", 10),
-        scale_up_stabilization_s=_number(spec, "scaleUpStabilizationSeconds", 0.0),
-        scale_down_stabilization_s=_number(spec, "scaleDownStabilizationSeconds", 60.0),
-        max_scale_up_step=_integer(spec, "maxScaleUpStep", 0),
-        max_scale_down_step=_integer(spec, "maxScaleDownStep", 0),
-        warmup_lead_s=_number(spec, "warmupLeadSeconds", 30.0),
-        rate_window_s=_number(spec, "rateWindowSeconds", 60.0),
+        types=tuple(_type_policy(t) for t in types), **_read(spec, "", ScalingPolicy)
     )
 
 
 def _type_policy(entry: object) -> TypePolicy:
-    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+    if not isinstance(entry, Mapping):
         raise InvalidSpec("each taskTypes entry needs a name")
-    name = check_name("task type", entry["name"])
-    wait = entry.get("maxQueueWaitSeconds")
-    return TypePolicy(
-        name=name,
-        idle_threshold_s=_number(entry, "idleThresholdSeconds", 300.0),
-        max_queue_wait_s=None if wait is None else _number(entry, "maxQueueWaitSeconds", 0.0),
-    )
+    return TypePolicy(**_read(entry, "taskTypes[]", TypePolicy))
 
 
 def _fallback(spec: Mapping[str, Any]) -> Fallback | None:
     entry = spec.get("fallback")
     if entry is None:
         return None
-    if not isinstance(entry, Mapping) or "replicas" not in entry:
-        raise InvalidSpec("fallback needs replicas (and optionally afterFailures)")
-    fallback = Fallback(
-        replicas=_integer(entry, "replicas", 0), after_failures=_integer(entry, "afterFailures", 3)
-    )
+    if not isinstance(entry, Mapping):
+        raise InvalidSpec(_FALLBACK_NEEDS)
+    fallback = Fallback(**_read(entry, "fallback", Fallback))
     if fallback.replicas < 0 or fallback.after_failures < 1:
         raise InvalidSpec("fallback.replicas must be 0 or more, fallback.afterFailures 1 or more")
     return fallback
-
-
-def _integer(spec: Mapping[str, Any], field: str, default: int) -> int:
-    value = spec.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidSpec(f"{field} must be an integer, not {value!r}")
-    return value
-
-
-def _number(spec: Mapping[str, Any], field: str, default: float) -> float:
-    value = spec.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidSpec(f"{field} must be a number, not {value!r}")
-    return float(value)

@@ -31,8 +31,6 @@ from taskscale.controller.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_NAME = "taskscale-controller"
-
 
 def default_identity() -> str:
     """``$POD_NAME``, else host name + pid (unique per process on a machine)."""
@@ -65,7 +63,7 @@ class LeaderElector:
         coordination: client.CoordinationV1Api,
         *,
         namespace: str,
-        name: str = DEFAULT_LEASE_NAME,
+        name: str,
         identity: str | None = None,
         settings: LeaseSettings | None = None,
         metrics: ControllerMetrics | None = None,

@@ -25,6 +25,8 @@ log = logging.getLogger("taskscale.dashboard")
 
 TOKEN_ENV = "TASKSCALE_DASHBOARD_TOKEN"
 DEFAULT_PORT = 8470
+#: The console listens on this host only unless told (docs/dashboard.md).
+DEFAULT_HOST = "127.0.0.1"
 MISSING = "the dashboard needs its extra: pip install 'taskscale[dashboard]'"
 
 
@@ -59,7 +61,7 @@ def serve_in_thread(
     *,
     namespace: str,
     token: str | None = None,
-    host: str = "127.0.0.1",
+    host: str = DEFAULT_HOST,
     port: int = 0,
     startup_timeout_s: float = 20.0,
     snapshot_s: float = 1.0,
@@ -110,7 +112,9 @@ def add_parser(subparsers: Any) -> None:
         "--port", type=port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any free port"
     )
     p.add_argument(
-        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this host)"
+        "--bind",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}: this host)",
     )
     p.add_argument(
         "--token",

@@ -17,7 +17,7 @@ import redis
 from taskscale.cli.common import seconds, threads, whole
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import check_name
-from taskscale.logs import add_logging_arguments
+from taskscale.logs import DEFAULT_FORMAT, add_logging_arguments
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import check_url
 
@@ -46,7 +46,8 @@ class DemoSettings:
     task_max_s: float = 1.0
     seed: int = 7
     log_dir: Path | None = None  #: worker logs; None: a temp dir removed at exit
-    log_format: str = "text"  #: the demo's own log and its workers' (text or json)
+    #: the demo's own log and its workers' (text or json)
+    log_format: str = DEFAULT_FORMAT
 
     @property
     def settle_s(self) -> float:

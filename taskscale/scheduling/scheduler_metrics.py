@@ -22,7 +22,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from taskscale.health import HealthState, MetricsServer
+from taskscale.health import METRICS_HOST, HealthState, MetricsServer
 from taskscale.metrics import register_process_metrics
 
 #: Lateness of promoted tasks (Redis clock), seconds.
@@ -104,6 +104,6 @@ class SchedulerMetrics:
     def redis_error(self) -> None:
         self.redis_errors.inc()
 
-    def serve(self, *, port: int, host: str = "0.0.0.0") -> MetricsServer:
+    def serve(self, *, port: int, host: str = METRICS_HOST) -> MetricsServer:
         """Start ``/metrics``, ``/healthz`` and ``/readyz`` on ``port`` (0: any free port)."""
         return MetricsServer(self.registry, self.health, host=host, port=port).start()

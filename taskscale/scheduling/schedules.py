@@ -34,12 +34,12 @@ from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
 from taskscale.luascripts import bound_script as _script
-from taskscale.options import TaskOptions
-from taskscale.producer import default_producer, option_fields
+from taskscale.options import TaskOptions, enqueue_fields
+from taskscale.producer import default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedule_times import Timing, following, timing
 
-log = logging.getLogger("taskscale.schedules")
+log = logging.getLogger("taskscale.scheduling.schedules")
 
 #: Most due schedules one scheduler pass advances (the rest in the next pass).
 ADVANCE_BATCH = 100
@@ -109,15 +109,9 @@ class Schedules:
         check_schedule_name(name)
         check_name("task type", task_type)
         spec = timing(cron=cron, every=every, tz=tz, catch_up=catch_up)
-        if max_retries is None and options is not None:
-            max_retries = options.max_retries
+        retries, fields = enqueue_fields(options, max_retries=max_retries)
         _, doc = envelope.build(
-            task_type,
-            args,
-            kwargs,
-            priority=priority,
-            max_retries=max_retries,
-            extra=option_fields(options),
+            task_type, args, kwargs, priority=priority, max_retries=retries, extra=fields
         )
         template = envelope.encode({k: v for k, v in _loads(doc).items() if k != "id"})
         outcome, _ = _script(self.redis, "schedule_add")(

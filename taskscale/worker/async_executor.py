@@ -140,7 +140,7 @@ class AsyncExecutor:
         prepared = self._runner.prepare(task)
         if isinstance(prepared, Outcome):
             return prepared
-        env, timeout_s = prepared.env, prepared.options.timeout_s
+        env, timeout_s = prepared.env, prepared.options.timeout
         with self._runner.fields(prepared):
             started = time.perf_counter()
             try:

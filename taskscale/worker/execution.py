@@ -41,7 +41,7 @@ from taskscale import envelope
 from taskscale.context import TaskContext, enter, leave
 from taskscale.logs import enter_task_fields, leave_task_fields, task_fields
 from taskscale.metrics import WorkerMetrics
-from taskscale.options import Resolved, resolve
+from taskscale.options import DEFAULT_RESULT_TTL_S, Resolved, resolve
 from taskscale.tasks import TaskRegistry
 from taskscale.worker.timeouts import RunTimeout, call_with_timeout
 
@@ -74,7 +74,7 @@ class RetryPolicy:
         policy = replace(
             self,
             base_s=options.backoff_base_s or self.base_s,
-            cap_s=options.backoff_max_s or self.cap_s,
+            cap_s=options.retry_backoff_max or self.cap_s,
         )
         return policy.backoff_ms(attempts)
 
@@ -98,7 +98,7 @@ class Outcome:
     kind: str  # "ok", "retry" or "dead"
     service_ms: int
     reply_to: str = ""
-    reply_ttl: int = envelope.DEFAULT_REPLY_TTL_S
+    reply_ttl: int = DEFAULT_RESULT_TTL_S
     reply: str = ""
     fanout: str = ""
     retry_envelope: str = ""
@@ -167,7 +167,7 @@ class TaskRunner:
             current = enter(prepared.context)
             try:
                 result = call_with_timeout(
-                    prepared.fn, env.args, env.kwargs, prepared.options.timeout_s
+                    prepared.fn, env.args, env.kwargs, prepared.options.timeout
                 )
             except Exception as exc:  # a task's error is data for the fail script
                 error = exc
@@ -268,7 +268,7 @@ class TaskRunner:
             "ok",
             round(elapsed * 1000),
             reply_to=env.reply_to or "",
-            reply_ttl=opts.result_ttl_s,
+            reply_ttl=opts.result_ttl,
             reply=reply,
             fanout=env.fanout or "",
         )
@@ -326,7 +326,7 @@ class TaskRunner:
             "dead",
             ms,
             reply_to=env.reply_to or "",
-            reply_ttl=opts.result_ttl_s,
+            reply_ttl=opts.result_ttl,
             reply=reply,
             fanout=env.fanout or "",
             error=f"{error_type}: {error}",

@@ -46,7 +46,7 @@ from typing import Any
 
 from taskscale.catalog import CatalogPublisher
 from taskscale.connection import describe_error
-from taskscale.health import HealthState, MetricsServer
+from taskscale.health import METRICS_HOST, HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields
 from taskscale.luascripts import scripts_for
@@ -303,7 +303,7 @@ def run_worker(
         ready_stale_after_s=settings.lease_s,
     )
     if metrics_port is not None:  # /metrics, /healthz, /readyz
-        MetricsServer(metrics.registry, health, host="0.0.0.0", port=metrics_port).start()
+        MetricsServer(metrics.registry, health, host=METRICS_HOST, port=metrics_port).start()
     worker = Worker(client, settings, keys=keys, metrics=metrics, health=health)
     worker.install_signal_handlers()
     if on_ready is not None:

@@ -10,7 +10,7 @@ from taskscale.worker.execution import RetryPolicy
 
 def test_a_tasks_base_and_cap_replace_the_workers_with_its_factor_and_jitter() -> None:
     policy = RetryPolicy(base_s=1.0, factor=2.0, cap_s=3600.0, jitter=0.1)
-    options = Resolved(backoff_base_s=0.5, backoff_max_s=2.0)
+    options = Resolved(retry_backoff=0.5, retry_backoff_max=2.0)
     delays = [policy.for_task(options, attempts) / 1000 for attempts in range(6)]
     for got, want in zip(delays, [0.5, 1.0, 2.0, 2.0, 2.0, 2.0], strict=True):
         assert want * 0.9 <= got <= want * 1.1, delays

@@ -136,7 +136,7 @@ def test_options_resolve_envelope_then_decorator_then_default() -> None:
     declared = TaskOptions(max_retries=0, retry_backoff=[1, 2], timeout=9, result_ttl=5)
     assert resolve({}, None).max_retries == 3
     got = resolve({}, declared)
-    assert (got.max_retries, got.backoff_schedule_s, got.timeout_s, got.result_ttl_s) == (
+    assert (got.max_retries, got.backoff_schedule_s, got.timeout, got.result_ttl) == (
         0,
         (1, 2),
         9,
@@ -145,7 +145,7 @@ def test_options_resolve_envelope_then_decorator_then_default() -> None:
     fields = TaskOptions(max_retries=4, retry_backoff=0.5, timeout=2, result_ttl=7)
     got = resolve(fields.envelope_fields(), declared)
     assert (got.max_retries, got.backoff_base_s, got.backoff_schedule_s) == (4, 0.5, None)
-    assert (got.timeout_s, got.result_ttl_s) == (2, 7)
+    assert (got.timeout, got.result_ttl) == (2, 7)
     assert resolve({"max_retries": "x", "timeout_ms": -1}, declared).max_retries == 0
     # remembered per declared object: another one (even an equal one made
     # later, or one at a reused address) is resolved for itself

@@ -49,7 +49,7 @@ def test_gather_with_no_interval_never_sleeps() -> None:
 def test_resolve_remembers_per_value_and_type_of_each_field() -> None:
     declared = TaskOptions(max_retries=7, timeout=2.0)
     plain = resolve({"id": "a"}, declared)
-    assert (plain.max_retries, plain.timeout_s) == (7, 2.0)
+    assert (plain.max_retries, plain.timeout) == (7, 2.0)
     assert resolve({"id": "b"}, declared) is plain  # the same combination: remembered
     # True == 1 and hash alike, but a bool is malformed (unset), 1 is one retry
     assert resolve({"max_retries": True}, declared).max_retries == 7
