@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.controller.fallback import Fallback
-from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
+from taskscale.controller.rules.base import Fallback, Pause
+from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations
 from taskscale.controller.source_spec import TASKSCALE, TypeSource, check_kind, type_source
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
@@ -83,7 +83,7 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
-    #: From the pause annotations (None = not paused); see pause.py.
+    #: From the pause annotations (None = not paused); see rules/pause.py.
     pause: Pause | None = None
     #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
     fallback: Fallback | None = None

@@ -9,9 +9,9 @@ that keeps every pod running a task, i.e. never below
 
     (highest ordinal of a pod running a task) + 1
 
-The pods running tasks come from the worker registry (``busy_by_pod``, the
-same counts the Deployment actuator writes as deletion costs); a StatefulSet's
-pods are named ``<statefulset>-<ordinal>``.  This rule only ever *holds* a
+The pods running tasks come from the worker registry (``base.busy_pods``,
+from the same counts the Deployment actuator writes as deletion costs); a
+StatefulSet's pods are named ``<statefulset>-<ordinal>``.  This rule only ever *holds* a
 scale-down: never above the current replicas or ``maxReplicas``, and it
 leaves a scale-up alone.  With ``spec.ordinals.start`` set above 0 the pods
 are numbered from there and the hold keeps more than it must (never fewer).
