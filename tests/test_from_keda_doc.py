@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from taskscale.controller.config import TargetRef, config_from_object
-from taskscale.controller.fallback import Fallback
+from taskscale.controller.rules.base import Fallback
 from taskscale.redis_urls import check_url
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ message fit for a status condition.
 Every field of the spec is a row of :data:`SPEC_FIELDS`: where it is in the
 spec, the attribute it becomes, the check that reads it, and what an unset
 one means.  That default is the attribute's dataclass default (``types.py``,
-``fallback.py``, the dataclasses below), so each number is stated once in
+``rules/base.py``, the dataclasses below), so each number is stated once in
 Python; tests/controller/test_spec_fields.py holds the CRD schema's fields
 and defaults equal to the table's.
 """
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.controller.fallback import Fallback
-from taskscale.controller.pause import InvalidPause, Pause, pause_from_annotations
+from taskscale.controller.rules.base import Fallback, Pause
+from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations
 from taskscale.controller.source_spec import TASKSCALE, TypeSource, check_kind, type_source
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.dataclass_defaults import REQUIRED, default_of
@@ -93,7 +93,7 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
-    #: From the pause annotations (None = not paused); see pause.py.
+    #: From the pause annotations (None = not paused); see rules/pause.py.
     pause: Pause | None = None
     #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
     fallback: Fallback | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 
 from taskscale.controller.types import Decision, Observation, ScalingPolicy
 
@@ -88,9 +89,8 @@ class History:
 
     def recommendations_since(self, since: float) -> Iterator[int]:
         """Raw recommendations recorded at or after ``since`` (policy clock)."""
-        start = bisect_left(self._rec_at, since)
-        for i in range(start, len(self._recs)):
-            yield self._recs[i]
+        # islice walks the deque in C: the windows read this on every decision
+        return islice(self._recs, bisect_left(self._rec_at, since), None)
 
     def oldest_sample_since(self, since: float) -> Observation | None:
         """The oldest kept observation taken at or after ``since`` (Redis clock)."""

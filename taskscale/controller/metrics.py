@@ -35,7 +35,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from taskscale.controller.queue_wait import oldest_wait
+from taskscale.controller.rules.no_scheduler import scheduler_alive
+from taskscale.controller.rules.queue_wait import oldest_wait
 from taskscale.controller.types import Observation, ReasonCode
 from taskscale.metrics import register_process_metrics
 
@@ -234,7 +235,7 @@ class ControllerMetrics:
                 idle = 0.0
             self.observed_idle_seconds.labels(ns, name, type_name).set(idle)
             self.oldest_due_seconds.labels(ns, name, type_name).set(t.oldest_due_s or 0.0)
-            age = oldest_wait(t, scheduler_alive=observation.schedulers_alive != 0)
+            age = oldest_wait(t, scheduler_alive=scheduler_alive(observation))
             self.oldest_task_age.labels(ns, name, type_name).set(age or 0.0)
             self._redis_counters.set(
                 (ns, name, type_name), tuple(getattr(t, f) for f, _, _ in _REDIS_COUNTERS)

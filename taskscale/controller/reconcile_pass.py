@@ -12,14 +12,12 @@ the outcome names the :class:`Problem`, and the error metrics count every
 failed attempt.  When the next pass is due is not decided here: the
 reconciler passes its scheduler in (``schedule``), called before the report.
 
-Before the policy come two overrides: a pause annotation (pause.py) decides
-alone, and ``spec.fallback`` (fallback.py) replaces fail-static once Redis has
-failed the configured number of passes in a row.  After it, for a StatefulSet
-target, the ordinal hold (ordinal_hold.py): no scale-down below the highest
-ordinal of a pod running a task, since a StatefulSet removes the highest
-ordinals whatever pod-deletion-cost says.  Every decision is recorded in the
-scaler's history, the overrides' too, so the scale-down window applies after
-a pause or a fallback ends.
+The decision is the scaling rules' (taskscale/controller/rules/, applied in
+their one ordered list), given the scaler's settings beyond its policy: its
+pause annotations, ``spec.fallback`` with the count of passes in a row that
+could not read Redis, and whether the target is a StatefulSet (the ordinal
+hold).  Every decision is recorded in the scaler's history, the overrides'
+too, so the scale-down window applies after a pause or a fallback ends.
 """
 
 from __future__ import annotations
@@ -32,14 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 import redis
 
 from taskscale.controller.config import ScalerConfig
-from taskscale.controller.fallback import fallback_decision
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
-from taskscale.controller.ordinal_hold import hold_ordinals
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
-from taskscale.controller.pause import paused_decision
-from taskscale.controller.policy import decide
 from taskscale.controller.retries import RetrySettings, call_with_retries
+from taskscale.controller.rules import Facts
+from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
 from taskscale.controller.types import Decision, Observation
 
@@ -169,26 +165,23 @@ def _decide(
     current: int,
     error: str | None,
 ) -> Decision:
-    """A pause annotation, else the fallback after K failed reads, else the policy."""
+    """The scaling rules' decision, with the scaler's pause, fallback and target kind."""
     config = scaler.config
     scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
-    decision = None
-    if config.pause is not None:
-        decision = paused_decision(config.pause, current=current)
-    if decision is None:
-        decision = fallback_decision(
-            config.fallback, failures=scaler.redis_failures, current=current, error=error or ""
+    decision = apply_rules(
+        Facts(
+            observation,
+            config.policy,
+            scaler.history,
+            now,
+            current,
+            pause=config.pause,
+            fallback=config.fallback,
+            redis_failures=scaler.redis_failures,
+            redis_error=error or "",
+            statefulset=config.target if _is_stateful_set(config) else None,
         )
-    if decision is None:
-        decision = decide(observation, config.policy, scaler.history, now=now, current=current)
-        if observation is not None and _is_stateful_set(config):
-            decision = hold_ordinals(
-                decision,
-                statefulset=config.target,
-                busy_by_pod=busy_by_pod(observation.workers),
-                current=current,
-                max_replicas=config.policy.max_replicas,
-            )
+    )
     # every decision, an override's too: after a pause or a fallback ends, the
     # scale-down window holds what it set like any other recommendation
     scaler.history.record(now, observation, decision)
@@ -196,7 +189,7 @@ def _decide(
 
 
 def _is_stateful_set(config: ScalerConfig) -> bool:
-    """A StatefulSet removes its highest ordinals, whatever their pods run (ordinal_hold.py)."""
+    """A StatefulSet removes its highest ordinals, busy or not (rules/ordinal_hold.py)."""
     return config.target_ref.group == "apps" and config.target_ref.kind == "StatefulSet"
 
 

@@ -20,7 +20,7 @@ without ``labelSelectorPath`` gets its replicas set and nothing else.
 A StatefulSet ignores pod-deletion-cost: scaling it down always removes the
 highest ordinals, busy or not.  So none is written for one; instead the
 reconcile pass never scales a StatefulSet below (highest ordinal of a pod
-running a task) + 1 (ordinal_hold.py), and its busy workers are safe only
+running a task) + 1 (rules/ordinal_hold.py), and its busy workers are safe only
 that way -- a task on ordinal 5 keeps six pods up until it ends.
 """
 
@@ -176,7 +176,7 @@ class ScaleTargetActuator(DeploymentActuator):
     def _uses_costs(self) -> bool:
         """Whether pod-deletion-cost steers this target's scale-down: its pods
         can be found (a selector) and it is not a StatefulSet, which removes
-        the highest ordinals whatever the costs say (ordinal_hold.py)."""
+        the highest ordinals whatever the costs say (rules/ordinal_hold.py)."""
         stateful = self.ref.group == "apps" and self.ref.kind == "StatefulSet"
         return bool(self._selector) and not stateful
 

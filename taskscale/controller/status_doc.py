@@ -10,7 +10,8 @@ from typing import Any
 
 from taskscale.controller.kube_client import rfc3339
 from taskscale.controller.outcome import PassOutcome, Problem
-from taskscale.controller.queue_wait import oldest_wait
+from taskscale.controller.rules.no_scheduler import scheduler_alive
+from taskscale.controller.rules.queue_wait import oldest_wait
 from taskscale.controller.threads_check import check_threads
 from taskscale.controller.types import Observation, ReasonCode
 
@@ -85,7 +86,7 @@ def build_status(
 
 def observations_status(observation: Observation) -> list[dict[str, Any]]:
     out = []
-    alive = observation.schedulers_alive != 0  # due tasks wait on a scheduler, as in the policy
+    alive = scheduler_alive(observation)  # due tasks wait on a scheduler, as in the rules
     for name, t in sorted(observation.types.items()):
         busy = bool(t.queued or t.due or t.active)
         idle: float | None

@@ -10,8 +10,8 @@ from ctlhelpers import MemoryActuator
 
 from taskscale.controller.config import config_from_object
 from taskscale.controller.history import History
-from taskscale.controller.ordinal_hold import busy_ordinals, hold_ordinals, ordinal_floor
 from taskscale.controller.reconcile_pass import _decide
+from taskscale.controller.rules.ordinal_hold import busy_ordinals, hold_ordinals, ordinal_floor
 from taskscale.controller.scaler_state import ScalerState
 from taskscale.controller.types import (
     Decision,

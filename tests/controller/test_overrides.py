@@ -1,5 +1,5 @@
 """The policy's overrides, pure: the pause annotations and the fallback
-after K failed Redis reads (taskscale/controller/pause.py, fallback.py), and
+after K failed Redis reads (taskscale/controller/rules/pause.py, fallback.py), and
 how a TaskScaler object's annotations and spec.fallback become the config.
 """
 
@@ -11,17 +11,16 @@ import pytest
 from ctlhelpers import MemoryActuator
 
 from taskscale.controller.config import InvalidSpec, ScalerConfig, TargetRef, config_from_object
-from taskscale.controller.fallback import Fallback, fallback_decision
 from taskscale.controller.history import History
-from taskscale.controller.pause import (
+from taskscale.controller.reconcile_pass import _decide
+from taskscale.controller.rules.base import (
     PAUSED_ANNOTATION,
     PAUSED_REPLICAS_ANNOTATION,
-    InvalidPause,
+    Fallback,
     Pause,
-    pause_from_annotations,
-    paused_decision,
 )
-from taskscale.controller.reconcile_pass import _decide
+from taskscale.controller.rules.fallback import fallback_decision
+from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations, paused_decision
 from taskscale.controller.scaler_state import ScalerState
 from taskscale.controller.types import Observation, ReasonCode, TypeObservation
 

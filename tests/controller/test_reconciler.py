@@ -24,9 +24,7 @@ from ctlhelpers import (
 from redis_server import RedisServer, free_port
 
 from taskscale.controller.config import RedisRef, ScalerConfig
-from taskscale.controller.fallback import Fallback
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.controller.pause import Pause
 from taskscale.controller.reconciler import (
     PassOutcome,
     Problem,
@@ -34,6 +32,7 @@ from taskscale.controller.reconciler import (
     ReconcilerSettings,
     RetrySettings,
 )
+from taskscale.controller.rules.base import Fallback, Pause
 from taskscale.controller.types import ReasonCode, ScalingPolicy, TypePolicy
 from taskscale.keys import Keys
 

@@ -32,7 +32,7 @@ from kubehelpers import (
 )
 
 from taskscale.controller.kube import GROUP, PLURAL, VERSION, EventReason, KubeController
-from taskscale.controller.pause import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
+from taskscale.controller.rules.base import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]

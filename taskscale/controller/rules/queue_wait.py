@@ -20,15 +20,17 @@ A type with ``maxQueueWaitSeconds`` adds this rule to the policy's sizing:
   below the current replicas while the wait is over target (no scale-down
   with old tasks waiting), and at least 1, so nothing waiting is left at zero.
 
-Pure, like the policy; ``policy.decide`` calls :func:`apply_queue_wait`.
+Pure: a rule of the list (rules/__init__.py), right after the sizing; the
+recommendation it raises is the one the windows remember.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
-from taskscale.controller.types import ReasonCode, ScalingPolicy, TypeObservation
+from taskscale.controller.rules.base import Facts, Step, ceil_div
+from taskscale.controller.rules.no_scheduler import scheduler_alive
+from taskscale.controller.types import ReasonCode, TypeObservation
 
 
 def oldest_wait(obs: TypeObservation, *, scheduler_alive: bool) -> float | None:
@@ -37,18 +39,12 @@ def oldest_wait(obs: TypeObservation, *, scheduler_alive: bool) -> float | None:
     return max(waits) if waits else None
 
 
-def apply_queue_wait(
-    types: Mapping[str, TypeObservation],
-    policy: ScalingPolicy,
-    rec: int,
-    code: str,
-    why: str,
-    *,
-    working: int,
-    current: int,
-    scheduler_alive: bool,
-) -> tuple[int, str, str]:
-    """Raise ``rec`` when some type's oldest task waits past its target."""
+def apply(facts: Facts, step: Step) -> Step:
+    """Raise the recommendation when some type's oldest task waits past its target."""
+    observation, sizing, policy = facts.observation, step.sizing, facts.policy
+    if observation is None or sizing is None:
+        return step
+    types, alive = observation.types, scheduler_alive(observation)
     worst: tuple[float, str, float, float] | None = None  # (ratio, type, wait, target)
     for tp in policy.types:
         if tp.max_queue_wait_s is None or tp.name not in types:
@@ -56,23 +52,27 @@ def apply_queue_wait(
         obs = types[tp.name]
         if obs.concurrency_limit and obs.active >= obs.concurrency_limit:
             continue  # at its fleet-wide cap: more replicas would not run it sooner
-        wait = oldest_wait(obs, scheduler_alive=scheduler_alive)
+        wait = oldest_wait(obs, scheduler_alive=alive)
         if wait is None or wait <= tp.max_queue_wait_s:
             continue
         ratio = wait / tp.max_queue_wait_s
         if worst is None or ratio > worst[0]:
             worst = (ratio, tp.name, wait, tp.max_queue_wait_s)
     if worst is None:
-        return rec, code, why
+        return step
     ratio, name, wait, target = worst
+    working = max(sizing.busy_pods, ceil_div(sizing.active, policy.tasks_per_replica))
     wanted = max(math.ceil(working * ratio - 1e-9), working + 1, 1)
+    current = facts.current
     capped = min(max(wanted, current), policy.max_replicas)
-    if capped <= rec:
-        return rec, code, why
-    over = f"{why}; the oldest {name!r} task has waited {wait:.0f} s, over its {target:g} s target"
+    if capped <= step.replicas:
+        return step
+    over = f"the oldest {name!r} task has waited {wait:.0f} s, over its {target:g} s target"
+    code = ReasonCode.QUEUE_WAIT
     if wanted <= current:
-        return capped, ReasonCode.QUEUE_WAIT, f"{over}: holding {capped} ({working} working)"
-    sentence = f"{over}: {capped} replicas ({working} working x {ratio:.1f})"
-    if capped < wanted:
-        return capped, ReasonCode.MAX_REPLICAS, f"{sentence}, capped at maxReplicas"
-    return capped, ReasonCode.QUEUE_WAIT, sentence
+        why = f"{over}: holding {capped} ({working} working)"
+    else:
+        why = f"{over}: {capped} replicas ({working} working x {ratio:.1f})"
+        if capped < wanted:
+            code, why = ReasonCode.MAX_REPLICAS, f"{why}, capped at maxReplicas"
+    return Step(capped, code, f"{step.why}; {why}", capped, sizing)

@@ -1,4 +1,4 @@
-"""Pausing a scaler by annotation, as during an incident.
+"""The pause rule: a pause annotation decides alone, as during an incident.
 
 Two annotations on a TaskScaler stop the policy from acting on its target:
 
@@ -9,20 +9,27 @@ Two annotations on a TaskScaler stop the policy from acting on its target:
 
 Removing them (or ``paused: "false"``) resumes scaling at the next pass.
 While paused, Redis is still observed (metrics and status stay current) but
-the decision is this module's, never the policy's.  Annotations are metadata,
-not spec, so they do not move ``metadata.generation``; the config compares
-equal or not on them, which is what makes the reconciler pick a change up.
+the decision is this rule's: it is the first of the list and final (reason
+code ``Paused``).  Annotations are metadata, not spec, so they do not move
+``metadata.generation``; the config compares equal or not on them, which is
+what makes the reconciler pick a change up.  The config reads them with
+:func:`pause_from_annotations`; the :class:`Pause` it makes is in base.py,
+with the facts that carry it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from taskscale.controller.rules.base import (
+    PAUSED_ANNOTATION,
+    PAUSED_REPLICAS_ANNOTATION,
+    Facts,
+    Pause,
+    Step,
+)
 from taskscale.controller.types import Decision, ReasonCode
 
-PAUSED_ANNOTATION = "taskscale.io/paused"
-PAUSED_REPLICAS_ANNOTATION = "taskscale.io/paused-replicas"
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0", ""})
 MAX_PAUSED_REPLICAS = 100000
@@ -30,18 +37,6 @@ MAX_PAUSED_REPLICAS = 100000
 
 class InvalidPause(ValueError):
     """A pause annotation whose value can't be read (the message says which)."""
-
-
-@dataclass(frozen=True)
-class Pause:
-    """A paused scaler: hold as is (``replicas`` None) or set and hold N."""
-
-    replicas: int | None = None
-
-    def describe(self) -> str:
-        if self.replicas is None:
-            return f"paused by {PAUSED_ANNOTATION}: holding the current replicas"
-        return f"paused by {PAUSED_REPLICAS_ANNOTATION}: holding {self.replicas} replicas"
 
 
 def pause_from_annotations(annotations: Mapping[str, str] | None) -> Pause | None:
@@ -67,11 +62,18 @@ def pause_from_annotations(annotations: Mapping[str, str] | None) -> Pause | Non
     raise InvalidPause(f'annotation {PAUSED_ANNOTATION} must be "true" or "false", not {flag!r}')
 
 
+def apply(facts: Facts, step: Step) -> Step:
+    """A paused scaler holds ``current``, or goes to the fixed count; final."""
+    if facts.pause is None:
+        return step
+    return _paused(facts.pause, facts.current)
+
+
 def paused_decision(pause: Pause, *, current: int) -> Decision:
-    """What a paused scaler does: hold ``current``, or go to the fixed count."""
+    """What a paused scaler does, as a decision (the rule's step, alone)."""
+    return _paused(pause, current).decision(current)
+
+
+def _paused(pause: Pause, current: int) -> Step:
     desired = current if pause.replicas is None else pause.replicas
-    return Decision(
-        desired=desired,
-        reason_code=ReasonCode.PAUSED,
-        reason=f"{current} -> {desired}: {pause.describe()}",
-    )
+    return Step(desired, ReasonCode.PAUSED, pause.describe(), final=True)

@@ -1,0 +1,175 @@
+"""The sizing rule: the tasks the observation shows -> a raw recommendation.
+
+Per served type, summed: demand = queued + due + active; look-ahead adds
+``upcoming`` (delayed tasks due within the warm-up lead); a *rate floor* of
+arrival rate x mean service time (Little's law) keeps the workers of a queue
+that drains as fast as it fills.  Replicas = ceil(tasks /
+tasks-per-replica), clamped to [min, max] (reason codes ``Demand``,
+``Lookahead``, ``RateFloor``, ``HoldActive``, ``MinReplicas``,
+``MaxReplicas``).  What is not work a worker may claim is left out here, in
+the one loop over the types: a capped type's tasks beyond its cap
+(caps.within_cap) and, with no scheduler alive, due delayed tasks
+(no_scheduler.py); the rules of those names say so in the sentence.
+
+This rule starts the recommendation the later rules adjust and the windows
+remember, and leaves its :class:`Sizing` on the step for them (idle,
+queue-wait, busy hold ...).
+
+Arrival rates are measured as *ready arrivals*: claimed + growth of the
+ready/due backlog between two observations.  The ``enqueued`` counter would
+count a delayed task when it is scheduled (possibly hours early) instead of
+when it becomes work; look-ahead covers it at the right moment instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from taskscale.controller.history import History
+from taskscale.controller.rules.base import Facts, Sizing, Step, busy_pods, ceil_div
+from taskscale.controller.rules.caps import within_cap
+from taskscale.controller.rules.no_scheduler import scheduler_alive
+from taskscale.controller.types import (
+    Observation,
+    ReasonCode,
+    ScalingPolicy,
+    TypeObservation,
+)
+
+_NEVER_SEEN = TypeObservation(task_type="")
+
+
+def apply(facts: Facts, step: Step) -> Step:
+    """The raw recommendation (clamped to [min, max]) and what drove it."""
+    if facts.observation is None:
+        return step
+    sizing = size(facts.observation, facts.policy, facts.history)
+    rec, code, why = _recommend(sizing, facts.policy)
+    return Step(rec, code, why, rec, sizing)
+
+
+def size(observation: Observation, policy: ScalingPolicy, history: History) -> Sizing:
+    """Sum the served types' numbers and derive their rates in one pass."""
+    base = history.oldest_sample_since(observation.at - policy.rate_window_s)
+    dt = observation.at - base.at if base is not None else 0.0
+    queued = due = active = upcoming = 0
+    busy_rate = 0.0
+    all_idle = True
+    idle_note = ""
+    longest_wait = -1.0
+    details: dict[str, float] = {}
+    no_scheduler_alive = not scheduler_alive(observation)
+    stranded = capped = 0
+    cap_notes: list[str] = []
+    for tp in policy.types:
+        name = tp.name
+        obs = observation.types.get(name, _NEVER_SEEN)
+        if no_scheduler_alive and obs.due:  # nothing can promote them: not claimable work
+            stranded += obs.due
+            obs = dataclasses.replace(obs, due=0)
+        raw, (obs, over) = obs, within_cap(obs, policy.tasks_per_replica, cap_notes)
+        capped += over
+        queued += obs.queued
+        due += obs.due
+        active += obs.active
+        upcoming += obs.upcoming
+        wait = _idle_wait(obs, tp.idle_threshold_s, observation.at)
+        if wait > 0:
+            all_idle = False
+            if wait > longest_wait:
+                longest_wait = wait
+                idle_note = _idle_note(name, obs, tp.idle_threshold_s, observation.at)
+            if base is not None and dt > 0:
+                busy_rate += _type_rate(name, raw, base.types.get(name), dt, details)
+    return Sizing(
+        queued=queued,
+        due=due,
+        active=active,
+        upcoming=upcoming,
+        busy_rate=busy_rate,
+        busy_pods=len(busy_pods(observation)),
+        all_idle=all_idle,
+        idle_note=idle_note,
+        details=details,
+        stranded_due=stranded,
+        capped=capped,
+        cap_note=", ".join(cap_notes),
+    )
+
+
+def _idle_wait(obs: TypeObservation, threshold_s: float, at: float) -> float:
+    """Seconds until the type counts as idle (0 = idle now; inf = busy)."""
+    if obs.queued or obs.due or obs.active:
+        return math.inf
+    if obs.idle_since is None:  # never finished a task: never seen
+        return 0.0
+    return max(0.0, threshold_s - (at - obs.idle_since))
+
+
+def _idle_note(name: str, obs: TypeObservation, threshold_s: float, at: float) -> str:
+    if obs.queued or obs.due or obs.active:
+        return f"{name!r} has work"
+    idle_for = at - (obs.idle_since or at)
+    return f"{name!r} idle {idle_for:.0f} s of {threshold_s:g} s"
+
+
+def _increase(old: int, new: int) -> int:
+    """Counter increase between two reads; a smaller value means the counter
+    restarted from zero, so the increase is the new value (never negative)."""
+    return new - old if new >= old else new
+
+
+def _type_rate(
+    name: str,
+    obs: TypeObservation,
+    old: TypeObservation | None,
+    dt: float,
+    details: dict[str, float],
+) -> float:
+    """Tasks of one type kept busy by its arrivals: arrival rate x service time."""
+    if old is None:
+        old = _NEVER_SEEN
+    claimed = obs.claimed_total - old.claimed_total
+    if claimed < 0:  # counter reset (see _increase), inlined: this runs per type
+        claimed = obs.claimed_total
+    arrivals = claimed + (obs.queued + obs.due) - (old.queued + old.due)
+    finished = _increase(
+        old.completed_total + old.failed_total, obs.completed_total + obs.failed_total
+    )
+    if arrivals <= 0 or finished == 0:
+        return 0.0
+    service_s = _increase(old.service_ms_total, obs.service_ms_total) / (1000.0 * finished)
+    rate = min(arrivals / dt, obs.rate_limit_per_s or math.inf)  # claims obey the limit
+    details["arrival_per_s:" + name] = rate
+    details["service_s:" + name] = service_s
+    return min(rate * service_s, obs.concurrency_limit or math.inf)
+
+
+def _recommend(sizing: Sizing, policy: ScalingPolicy) -> tuple[int, str, str]:
+    """The raw recommendation (clamped to [min, max]) and what drove it."""
+    tpr = policy.tasks_per_replica
+    by_work = ceil_div(sizing.work + sizing.upcoming, tpr)
+    by_rate = ceil_div(sizing.busy_rate, tpr)
+    counts = f"{sizing.queued} tasks queued, {sizing.due} due, {sizing.active} active"
+    per = f"({tpr} per replica)"
+    if by_rate > by_work:
+        raw, code = by_rate, ReasonCode.RATE_FLOOR
+        why = f"arrivals keep {sizing.busy_rate:.1f} tasks busy: {raw} replicas {per}"
+    elif sizing.upcoming and by_work > ceil_div(sizing.work, tpr):
+        raw, code = by_work, ReasonCode.LOOKAHEAD
+        why = (
+            f"{counts} and {sizing.upcoming} delayed due within the warm-up lead "
+            f"need {raw} replicas {per}"
+        )
+    elif sizing.active and not (sizing.queued or sizing.due or sizing.upcoming or sizing.capped):
+        raw, code = by_work, ReasonCode.HOLD_ACTIVE
+        why = f"nothing queued, {sizing.active} tasks active need {raw} replicas {per}"
+    else:
+        raw, code = by_work, ReasonCode.DEMAND
+        why = f"{counts} need {raw} replicas {per}"
+    if raw > policy.max_replicas:
+        return policy.max_replicas, ReasonCode.MAX_REPLICAS, f"{why}, capped at maxReplicas"
+    if raw < policy.min_replicas:
+        return policy.min_replicas, ReasonCode.MIN_REPLICAS, f"{why}, raised to minReplicas"
+    return raw, code, why
