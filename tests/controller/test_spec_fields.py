@@ -26,7 +26,7 @@ from taskscale.controller.config import (
     TargetRef,
     config_from_spec,
 )
-from taskscale.controller.fallback import Fallback
+from taskscale.controller.rules.base import Fallback
 from taskscale.controller.types import ScalingPolicy, TypePolicy
 from taskscale.dataclass_defaults import REQUIRED, default_of
 
