@@ -50,6 +50,7 @@ from taskscale.luascripts import scripts_for
 from taskscale.options import TaskOptions
 from taskscale.redis_urls import RedisClient
 from taskscale.replication import call_and_wait
+from taskscale.text import as_text
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
 BATCH_CHUNK = 500
@@ -241,7 +242,7 @@ class Producer:
                 f"could not enqueue {task_type} within {self.settings.retry_for_s:g} s: "
                 + describe_error(exc, client=self.redis)
             ) from exc
-        return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
+        return {int(reply[i]) - 1: as_text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
 
 
 #: The longest delay accepted (10 years): a larger one is a typo, not a plan.
@@ -269,10 +270,6 @@ def _option_fields(options: TaskOptions | None) -> dict[str, Any]:
     fields = options.envelope_fields()
     fields.pop("max_retries", None)
     return fields
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 _default: Producer | None = None

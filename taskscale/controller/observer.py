@@ -37,6 +37,7 @@ from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -254,19 +255,15 @@ def _int_or_zero(value: Any) -> int:
     return 0 if value is None else int(value)
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
     if len(flat) % 5:
         raise ValueError("worker rows are not 5 fields each")
     rows = (flat[i : i + 5] for i in range(0, len(flat), 5))
     return tuple(
         WorkerObservation(
-            worker_id=_text(wid),
-            pod=_text(pod),
-            types=tuple(t for t in _text(types).split(",") if t),
+            worker_id=as_text(wid),
+            pod=as_text(pod),
+            types=tuple(t for t in as_text(types).split(",") if t),
             threads=int(threads),
             busy=max(0, int(busy)),
         )
@@ -374,7 +371,7 @@ class DemandListener:
                     if int(message["data"]) == len(self._channels):  # all confirmed
                         self._subscribed.set()
                 elif message["type"] == "message":
-                    self._dispatch(_text(message["data"]))
+                    self._dispatch(as_text(message["data"]))
         finally:
             self._subscribed.clear()
             pubsub.close()

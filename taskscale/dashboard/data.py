@@ -18,6 +18,7 @@ from taskscale.catalog import read_catalog
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
+from taskscale.text import as_text
 
 #: "Due soon" on the overview: delayed tasks due within this many ms.
 DUE_SOON_MS = 60_000
@@ -25,13 +26,9 @@ DUE_SOON_MS = 60_000
 FANOUT_SCAN_LIMIT = 100_000
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _envelope_ms(raw: Any) -> int | None:
     try:
-        doc = json.loads(_text(raw))
+        doc = json.loads(as_text(raw))
     except ValueError:
         return None
     if not isinstance(doc, dict):
@@ -178,7 +175,7 @@ def fanouts(client: RedisClient, keys: Keys, *, limit: int = 200) -> list[dict[s
     pattern = keys.fanout("*").replace("{", "\\{").replace("}", "\\}")
     found: list[str] = []
     for examined, key in enumerate(client.scan_iter(match=pattern, count=1000, _type="hash"), 1):
-        name = _text(key)
+        name = as_text(key)
         if not name.endswith((":pending", ":done")):
             found.append(name)
         if len(found) >= limit or examined >= FANOUT_SCAN_LIMIT:
@@ -189,7 +186,7 @@ def fanouts(client: RedisClient, keys: Keys, *, limit: int = 200) -> list[dict[s
     out = []
     prefix = keys.fanout("")
     for key, raw in zip(found, pipe.execute() if found else [], strict=True):
-        h = {_text(k): _text(v) for k, v in raw.items()}
+        h = {as_text(k): as_text(v) for k, v in raw.items()}
         try:
             total, running = int(h["total"]), int(h["running"])
             succeeded, failed = int(h["succeeded"]), int(h["failed"])

@@ -32,6 +32,7 @@ from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 from taskscale.worker.execution import Claimed
 from taskscale.worker.gathering import CLAIM_GATHER_S, Gather
 from taskscale.worker.slot_pools import SlotPool
@@ -146,7 +147,7 @@ class Claimer:
         def orphans() -> int:
             with self._lock:
                 held = self.redis.hkeys(self._inflight_key)
-                lost = self._tally.not_held(_text(i) for i in held)
+                lost = self._tally.not_held(as_text(i) for i in held)
                 return int(self._requeue("some", lost)) if lost else 0
 
         moved = retrying(orphans, give_up_when=self._stopping.is_set)
@@ -154,7 +155,3 @@ class Claimer:
             log.warning(
                 "worker %s: returned %d task(s) from a lost claim reply", self.worker_id, moved
             )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,62 @@
+"""One way to do each thing (issue 20): a second copy of a shared helper fails here.
+
+Each test scans taskscale/ with ``ast`` for the shape a copy would have, outside
+the one module that owns the thing.  The behaviour of the shared helpers
+themselves is tests/test_shared_helpers.py.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "taskscale"
+
+
+def modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(REPO).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def _is_bytes_check(node: ast.expr) -> bool:
+    """``isinstance(x, bytes)``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "isinstance"
+        and len(node.args) == 2
+        and isinstance(node.args[1], ast.Name)
+        and node.args[1].id == "bytes"
+    )
+
+
+#: Where bytes -> str stays inline, and why.
+INLINE_DECODE = {
+    # envelope.decode runs once per claimed task: no extra call on the hot path
+    "taskscale/envelope.py",
+}
+
+
+def test_bytes_become_text_in_one_helper() -> None:
+    """``taskscale.text.as_text`` is the one bytes -> str helper: no module
+    defines its own ``_text`` (twelve did) or inlines
+    ``v.decode() if isinstance(v, bytes) else ...``."""
+    copies = []
+    for rel, tree in modules():
+        if rel == "taskscale/text.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name in ("_text", "text", "_str"):
+                copies.append(f"{rel}:{node.lineno} def {node.name}")
+            if (
+                isinstance(node, ast.IfExp)
+                and _is_bytes_check(node.test)
+                and isinstance(node.body, ast.Call)
+                and isinstance(node.body.func, ast.Attribute)
+                and node.body.func.attr == "decode"
+                and rel not in INLINE_DECODE
+            ):
+                copies.append(f"{rel}:{node.lineno} inline decode")
+    assert copies == [], "use taskscale.text.as_text instead of: " + ", ".join(copies)
