@@ -1,55 +1,29 @@
-"""Redis clients, clear errors, and the retry policy the runtime shares.
+"""Redis clients and clear errors.
 
-Workers and schedulers are long-running: a Redis restart must not kill them,
-so Redis calls go through :func:`retrying`, which waits with exponential
-backoff and jitter (tenacity) on connection and timeout errors until the
-server is back.  Command-line tools, on the other hand, must fail fast with
-one readable line (a wrong URL, a key holding the wrong type), not a
-traceback: :func:`describe_error` turns Redis exceptions into that line.
+Every client is made by :func:`connect`, with no silent retries inside
+redis-py: a long-running caller retries through
+:func:`taskscale.retrying.retrying`, which waits with exponential backoff and
+jitter on connection and timeout errors until the server is back.
+Command-line tools, on the other hand, must fail fast with one readable line
+(a wrong URL, a key holding the wrong type), not a traceback:
+:func:`describe_error` turns Redis exceptions into that line.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.retry import Retry
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    stop_never,
-    wait_exponential_jitter,
-)
-from tenacity.stop import stop_base
 
 from taskscale.redis_urls import RedisClient, build_client
+from taskscale.retrying import TRANSIENT_ERRORS
 
 REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-#: Errors that mean "the server is unreachable right now": worth retrying.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.BusyLoadingError,
-    # a cluster failing over: the client refreshes its slot map; the next try goes
-    # to the new master (redis-py's own retries are off, see connect())
-    ClusterDownError,
-    TryAgainError,
-    SlotNotCoveredError,
-)
-
-log = logging.getLogger("taskscale.connection")
-T = TypeVar("T")
 
 
 class RedisUnavailable(RuntimeError):
@@ -86,7 +60,7 @@ def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:
         socket_keepalive=True,
         health_check_interval=30,
         # No silent retries inside redis-py: a retried claim whose first
-        # reply was lost would strand tasks.  Callers retry via retrying().
+        # reply was lost would strand tasks.  Callers retry via retrying.retrying().
         retry=Retry(NoBackoff(), 0),
     )
 
@@ -143,53 +117,3 @@ def _location(client: RedisClient) -> str:
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-
-
-def _log_retry(state: RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    wait = state.next_action.sleep if state.next_action is not None else 0.0
-    log.warning(
-        "Redis unavailable (%s); retry %d in %.2fs",
-        exc.__class__.__name__ if exc else "?",
-        state.attempt_number,
-        wait,
-    )
-
-
-class _StopWhen(stop_base):
-    """Stop retrying once ``predicate()`` is true (e.g. the worker is shutting down)."""
-
-    def __init__(self, predicate: Callable[[], bool]) -> None:
-        self.predicate = predicate
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.predicate()
-
-
-def retrying(
-    fn: Callable[[], T],
-    *,
-    give_up_after_s: float | None = None,
-    give_up_when: Callable[[], bool] | None = None,
-    max_wait_s: float = 5.0,
-) -> T:
-    """Call ``fn()``; on a transient Redis error wait (exponential, jitter)
-    and call again, forever unless ``give_up_after_s`` passes or
-    ``give_up_when()`` becomes true -- then the last error is raised.
-
-    Only use it for calls that are safe to repeat: every runtime script is
-    (complete/fail/requeue act only on tasks still in flight).
-    """
-    stop: stop_base = stop_never
-    if give_up_after_s is not None:
-        stop = stop_after_delay(give_up_after_s)
-    if give_up_when is not None:
-        stop = stop | _StopWhen(give_up_when)
-    retryer = Retrying(
-        retry=retry_if_exception_type(TRANSIENT_ERRORS),
-        wait=wait_exponential_jitter(multiplier=0.05, max=max_wait_s, jitter=0.2),
-        stop=stop,
-        reraise=True,
-        before_sleep=_log_retry,
-    )
-    return retryer(fn)

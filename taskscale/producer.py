@@ -31,13 +31,11 @@ from typing import Any
 
 from taskscale import checks, envelope
 from taskscale.connection import (
-    TRANSIENT_ERRORS,
     ConnectionSettings,
     RedisUnavailable,
     client_for,
     connect,
     describe_error,
-    retrying,
 )
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -50,6 +48,7 @@ from taskscale.luascripts import scripts_for
 from taskscale.options import TaskOptions
 from taskscale.redis_urls import RedisClient
 from taskscale.replication import call_and_wait
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.text import as_text
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).

@@ -60,3 +60,24 @@ def test_bytes_become_text_in_one_helper() -> None:
             ):
                 copies.append(f"{rel}:{node.lineno} inline decode")
     assert copies == [], "use taskscale.text.as_text instead of: " + ", ".join(copies)
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_tenacity_is_used_in_one_module() -> None:
+    """Every tenacity policy is in taskscale/retrying.py (the runtime's and the
+    controller's each had their own module)."""
+    users = [
+        rel
+        for rel, tree in modules()
+        if any(m == "tenacity" or m.startswith("tenacity.") for m in imported_modules(tree))
+    ]
+    assert users == ["taskscale/retrying.py"]

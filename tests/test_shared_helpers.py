@@ -7,7 +7,9 @@ copy is right (pure: no Redis).
 from __future__ import annotations
 
 import pytest
+import redis
 
+from taskscale.retrying import RetrySettings, call_with_retries, retrying
 from taskscale.text import as_text
 
 
@@ -22,3 +24,61 @@ def test_as_text_is_strict_unless_told() -> None:
         as_text(b"\xff")
     # another library's keys (Celery, RQ) may hold anything: read, not refused
     assert as_text(b"a\xffb", errors="replace") == "a\ufffdb"
+
+
+def test_retrying_retries_transient_errors_until_the_call_succeeds() -> None:
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise redis.ConnectionError("refused")
+        return "ok"
+
+    assert retrying(flaky, max_wait_s=0.01) == "ok"
+    assert len(calls) == 3
+
+
+def test_retrying_raises_other_errors_at_once_and_stops_when_told() -> None:
+    calls = []
+
+    def wrong() -> None:
+        calls.append(1)
+        raise redis.ResponseError("WRONGTYPE")
+
+    with pytest.raises(redis.ResponseError):
+        retrying(wrong)
+    assert len(calls) == 1
+
+    def down() -> None:
+        calls.append(1)
+        raise redis.TimeoutError("timed out")
+
+    with pytest.raises(redis.TimeoutError):
+        retrying(down, give_up_when=lambda: len(calls) >= 4, max_wait_s=0.01)
+    assert len(calls) == 4
+
+
+def test_call_with_retries_shows_every_failed_attempt_and_stops_at_the_limit() -> None:
+    seen: list[BaseException] = []
+
+    def down() -> None:
+        raise OSError("no route")
+
+    with pytest.raises(OSError):
+        call_with_retries(
+            down,
+            settings=RetrySettings(attempts=3, initial_s=0.001, max_s=0.002),
+            retry_if=lambda exc: isinstance(exc, OSError),
+            on_error=seen.append,
+        )
+    assert len(seen) == 3  # each attempt counted, none hidden by the retry
+    seen.clear()
+    with pytest.raises(ValueError):
+        call_with_retries(
+            lambda: int("x"),
+            settings=RetrySettings(attempts=3, initial_s=0.001, max_s=0.002),
+            retry_if=lambda exc: isinstance(exc, OSError),
+            on_error=seen.append,
+        )
+    assert len(seen) == 1  # not retried: seen once

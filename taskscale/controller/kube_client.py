@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.controller.retries import RetrySettings, call_with_retries
+from taskscale.retrying import RetrySettings, call_with_retries
 
 T = TypeVar("T")
 

@@ -39,9 +39,9 @@ from taskscale.controller.ordinal_hold import hold_ordinals
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
 from taskscale.controller.pause import paused_decision
 from taskscale.controller.policy import decide
-from taskscale.controller.retries import RetrySettings, call_with_retries
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
 from taskscale.controller.types import Decision, Observation
+from taskscale.retrying import RetrySettings, call_with_retries
 
 #: The reconciler's logger (the pass moved out of reconciler.py).
 log = logging.getLogger("taskscale.controller.reconciler")

@@ -17,7 +17,8 @@ groups, the demand wake, the run loop and the exponential backoff after a
 failed pass.  *What* a pass does -- observe, decide, act, report, with
 failures contained per scaler -- is reconcile_pass.py; the per-scaler and
 per-group state is scaler_state.py; the outcome and reporter types are
-outcome.py, the short in-pass retries retries.py (all re-exported here).
+outcome.py, the short in-pass retries taskscale/retrying.py (all re-exported
+here).
 
 The reconciler knows nothing about Kubernetes: the actuator and the reporter
 are injected, so ``taskscale demo`` runs the same loop with a local process
@@ -44,7 +45,6 @@ from taskscale.controller.outcome import (
     TargetNotFound,
 )
 from taskscale.controller.reconcile_pass import ReconcilePass
-from taskscale.controller.retries import RetrySettings, call_with_retries
 from taskscale.controller.scaler_state import (
     GroupKey,
     ScalerGroup,
@@ -53,6 +53,7 @@ from taskscale.controller.scaler_state import (
     open_group,
 )
 from taskscale.controller.types import Actuator
+from taskscale.retrying import RetrySettings, call_with_retries
 
 __all__ = [
     "LoggingReporter",

@@ -27,11 +27,11 @@ from collections.abc import Callable
 
 import redis
 
-from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.text import as_text
 from taskscale.worker.execution import Claimed
 from taskscale.worker.gathering import CLAIM_GATHER_S, Gather

@@ -26,12 +26,12 @@ from typing import Any
 import redis
 
 from taskscale.catalog import CatalogPublisher
-from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.health import HealthState
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.execution import Outcome
 from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
 from taskscale.worker.settings import WorkerSettings

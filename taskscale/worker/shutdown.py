@@ -16,10 +16,10 @@ import logging
 import threading
 import time
 
-from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.redis_urls import RedisClient
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.tally import Tally
 
 log = logging.getLogger("taskscale.worker.runtime")

@@ -58,10 +58,11 @@ from dataclasses import dataclass
 import redis
 
 from taskscale.cli.envdefaults import env_name
-from taskscale.connection import REDIS_URL_ENV, connect, describe_error, retrying
+from taskscale.connection import REDIS_URL_ENV, connect, describe_error
 from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient
+from taskscale.retrying import retrying
 from taskscale.shards import ShardMap
 from taskscale.signals import on_stop_signals
 from taskscale.worker.settings import default_worker_id
