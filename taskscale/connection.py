@@ -5,8 +5,9 @@ redis-py: a long-running caller retries through
 :func:`taskscale.retrying.retrying`, which waits with exponential backoff and
 jitter on connection and timeout errors until the server is back.
 Command-line tools, on the other hand, must fail fast with one readable line
-(a wrong URL, a key holding the wrong type), not a traceback:
-:func:`describe_error` turns Redis exceptions into that line.
+(a wrong URL, Redis down), not a traceback: :func:`check` pings once and
+raises :class:`RedisUnavailable` with :func:`taskscale.errors.describe_error`'s
+line.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from taskscale.errors import describe_error
 from taskscale.redis_urls import RedisClient, build_client
-from taskscale.retrying import TRANSIENT_ERRORS
 
 REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -85,35 +86,3 @@ def check(client: RedisClient) -> None:
         client.ping()
     except redis.RedisError as exc:
         raise RedisUnavailable(describe_error(exc, client=client)) from None
-
-
-def describe_error(exc: BaseException, *, client: RedisClient | None = None) -> str:
-    """One line that tells a user what went wrong with Redis and where."""
-    where = f" at {_location(client)}" if client is not None else ""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, redis.AuthenticationError):
-        return f"Redis{where} refused the credentials: {text}"
-    if isinstance(exc, TRANSIENT_ERRORS):
-        return f"cannot reach Redis{where}: {text}"
-    if isinstance(exc, redis.ResponseError) and text.startswith("WRONGTYPE"):
-        return (
-            f"a taskscale key in Redis{where} holds the wrong type of value "
-            f"(another application uses this namespace? try --namespace): {text}"
-        )
-    if isinstance(exc, redis.ResponseError):
-        return f"Redis{where} rejected a command: {text}"
-    return f"Redis error{where}: {text}"
-
-
-def _location(client: RedisClient) -> str:
-    if isinstance(client, RedisCluster):
-        nodes = client.get_primaries() or client.get_nodes()  # type: ignore[no-untyped-call]
-        return "cluster " + ",".join(node.name for node in nodes[:3])
-    pool = client.connection_pool
-    service = getattr(pool, "service_name", None)
-    if service is not None:
-        return f"sentinel service {service}"
-    kwargs = pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix:{kwargs['path']}"
-    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"

@@ -35,8 +35,8 @@ from taskscale.connection import (
     RedisUnavailable,
     client_for,
     connect,
-    describe_error,
 )
+from taskscale.errors import describe_error
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PRIORITY,

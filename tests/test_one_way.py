@@ -81,3 +81,21 @@ def test_tenacity_is_used_in_one_module() -> None:
         if any(m == "tenacity" or m.startswith("tenacity.") for m in imported_modules(tree))
     ]
     assert users == ["taskscale/retrying.py"]
+
+
+def test_an_exception_becomes_one_line_in_one_helper() -> None:
+    """taskscale.errors.one_line is the one ``exception -> first line`` (four
+    modules had their own ``str(exc).strip().splitlines()[0]``)."""
+    copies = [
+        f"{rel}:{node.lineno}"
+        for rel, tree in modules()
+        if rel != "taskscale/errors.py"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and node.value.func.attr == "splitlines"
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == 0
+    ]
+    assert copies == [], "use taskscale.errors.one_line instead of: " + ", ".join(copies)

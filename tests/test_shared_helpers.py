@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import redis
 
+from taskscale.connection import connect
+from taskscale.errors import describe_error, one_line
 from taskscale.retrying import RetrySettings, call_with_retries, retrying
 from taskscale.text import as_text
 
@@ -82,3 +84,36 @@ def test_call_with_retries_shows_every_failed_attempt_and_stops_at_the_limit() -
             on_error=seen.append,
         )
     assert len(seen) == 1  # not retried: seen once
+
+
+def test_one_line_is_the_first_line_or_the_class_name() -> None:
+    assert one_line(ValueError("bad port\nmore detail")) == "bad port"
+    assert one_line(ValueError("  \n")) == "ValueError"
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line(RuntimeError("unexpected\nx"), typed=True) == "RuntimeError: unexpected"
+    assert one_line(RuntimeError(), typed=True) == "RuntimeError"
+
+
+def test_one_line_masks_passwords() -> None:
+    exc = ValueError("cannot use redis://app:s3cret@redis:6379/0 today")
+    assert one_line(exc) == "cannot use redis://app:***@redis:6379/0 today"
+    # a URL too malformed for the pattern (a '/' in the password) is masked
+    # when the caller names it
+    bad = "redis://app:pa/ss@redis:6379"
+    assert "pa/ss" not in one_line(OSError(f"no {bad}"), url=bad)
+    assert "pa/ss" in one_line(OSError(f"no {bad}"))  # the reason the url argument exists
+
+
+def test_describe_error_says_what_and_where() -> None:
+    client = connect("redis://db.example:6390/2")
+    refused = redis.ConnectionError("Error 111 connecting.\nsecond line")
+    assert describe_error(refused, client=client) == (
+        "cannot reach Redis at db.example:6390/2: Error 111 connecting."
+    )
+    wrong = redis.ResponseError("WRONGTYPE Operation against a key")
+    assert describe_error(wrong).startswith("a taskscale key in Redis holds the wrong type")
+    assert describe_error(redis.AuthenticationError("invalid password")) == (
+        "Redis refused the credentials: invalid password"
+    )
+    assert describe_error(redis.ResponseError("ERR x")) == "Redis rejected a command: ERR x"
+    assert describe_error(redis.DataError("")) == "Redis error: DataError"

@@ -30,8 +30,8 @@ from taskscale.connection import (
     RedisUnavailable,
     check,
     connect,
-    describe_error,
 )
+from taskscale.errors import describe_error
 from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging

@@ -37,7 +37,6 @@ import redis
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from taskscale.connection import describe_error
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.kube_client import (
@@ -78,8 +77,8 @@ from taskscale.controller.status_doc import (
     merge_conditions,
     observations_status,
 )
-from taskscale.logs import redact
-from taskscale.redis_urls import check_url, mask_url
+from taskscale.errors import describe_error, one_line
+from taskscale.redis_urls import check_url
 
 __all__ = [
     "DELETION_COST",
@@ -323,7 +322,7 @@ class KubeController:
         except Exception as exc:  # a bug for one object must not stop the others
             log.warning("TaskScaler %s not registered", key, exc_info=True)
             self.reconciler.remove(key)
-            message = f"the controller could not register it: {_one_line(exc, url)}"
+            message = f"the controller could not register it: {one_line(exc, typed=True, url=url)}"
             try:
                 self.reporter.report_invalid(obj, EventReason.REGISTRATION_FAILED, message)
             except Exception as report_exc:  # the API may be the problem: log, go on
@@ -379,15 +378,6 @@ class KubeController:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         return url
-
-
-def _one_line(exc: BaseException, url: str | None) -> str:
-    """``exc`` as one line for a condition or an Event, passwords masked."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    if url:
-        text = text.replace(url, mask_url(url))
-    return redact(text)
 
 
 def _secret_problem(exc: BaseException) -> str:

@@ -41,6 +41,7 @@ from taskscale.controller.pause import paused_decision
 from taskscale.controller.policy import decide
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
 from taskscale.controller.types import Decision, Observation
+from taskscale.errors import one_line
 from taskscale.retrying import RetrySettings, call_with_retries
 
 #: The reconciler's logger (the pass moved out of reconciler.py).
@@ -101,7 +102,7 @@ class ReconcilePass:
             return result, None
         except redis.RedisError as exc:
             log.warning("observe failed for %s: %s", sorted(requests), exc)
-            return {}, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return {}, one_line(exc, typed=True)
 
     def _pass(
         self, scaler: ScalerState, observation: Observation | None, redis_error: str | None
@@ -116,7 +117,7 @@ class ReconcilePass:
             return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: reading the target failed", config.key)
-            return _replace(base, problem=Problem.SCALE_FAILED, message=_describe(exc))
+            return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         scaler.last_current = current
         decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         self._record(config.key, observation, current, decision)
@@ -137,7 +138,9 @@ class ReconcilePass:
             return _replace(outcome, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: scaling to %d failed", scaler.config.key, decision.desired)
-            return _replace(outcome, problem=Problem.SCALE_FAILED, message=_describe(exc))
+            return _replace(
+                outcome, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True)
+            )
         scaler.last_current = decision.desired
         self._metrics.record_scale(
             scaler.config.key, before=current, after=decision.desired, reason=decision.reason_code
@@ -202,8 +205,3 @@ def _is_stateful_set(config: ScalerConfig) -> bool:
 
 def _replace(outcome: PassOutcome, **changes: object) -> PassOutcome:
     return dataclasses.replace(outcome, **changes)  # type: ignore[arg-type]
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -58,7 +58,8 @@ from dataclasses import dataclass
 import redis
 
 from taskscale.cli.envdefaults import env_name
-from taskscale.connection import REDIS_URL_ENV, connect, describe_error
+from taskscale.connection import REDIS_URL_ENV, connect
+from taskscale.errors import describe_error
 from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient
