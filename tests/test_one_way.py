@@ -99,3 +99,60 @@ def test_an_exception_becomes_one_line_in_one_helper() -> None:
         and node.slice.value == 0
     ]
     assert copies == [], "use taskscale.errors.one_line instead of: " + ", ".join(copies)
+
+
+def test_backoff_is_computed_in_one_module() -> None:
+    """Every hand-written backoff uses taskscale.backoff: no ``x ** attempt``,
+    no jitter from ``random`` and no ``min(delay * 2, cap)`` doubling anywhere
+    else (the supervisor, the claimer, the reconciler, the demand listener,
+    the TaskScaler watch and the task retry policy each had their own)."""
+    copies = []
+    for rel, tree in modules():
+        if rel == "taskscale/backoff.py":
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Pow)
+                and not isinstance(node.right, ast.Constant)
+            ):
+                copies.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "random"
+                and node.attr in ("random", "uniform")
+            ):
+                copies.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "min"
+                and any(
+                    isinstance(arg, ast.BinOp)
+                    and isinstance(arg.op, ast.Mult)
+                    and any(
+                        isinstance(side, ast.Constant) and side.value == 2
+                        for side in (arg.left, arg.right)
+                    )
+                    for arg in node.args
+                )
+            ):
+                copies.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert copies == [], "use taskscale.backoff instead of: " + ", ".join(copies)
+
+
+#: The modules whose loops back off, each through taskscale.backoff.
+BACKOFF_USERS = {
+    "taskscale/worker/supervisor.py",  # restarting a crashed worker process
+    "taskscale/worker/claimer.py",  # after a Redis error
+    "taskscale/worker/execution.py",  # a failed task's retry
+    "taskscale/controller/reconciler.py",  # a failed scaler's next pass
+    "taskscale/controller/observer.py",  # the demand listener resubscribing
+    "taskscale/controller/kube.py",  # the TaskScaler watch relisting
+}
+
+
+def test_the_loops_that_back_off_use_the_one_helper() -> None:
+    users = {rel for rel, tree in modules() if "taskscale.backoff" in imported_modules(tree)}
+    assert users == BACKOFF_USERS

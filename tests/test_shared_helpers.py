@@ -6,9 +6,12 @@ copy is right (pure: no Redis).
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import redis
 
+from taskscale.backoff import equal_jitter, exponential, full_jitter, spread
 from taskscale.connection import connect
 from taskscale.errors import describe_error, one_line
 from taskscale.retrying import RetrySettings, call_with_retries, retrying
@@ -117,3 +120,53 @@ def test_describe_error_says_what_and_where() -> None:
     )
     assert describe_error(redis.ResponseError("ERR x")) == "Redis rejected a command: ERR x"
     assert describe_error(redis.DataError("")) == "Redis error: DataError"
+
+
+def test_exponential_grows_by_its_factor_up_to_the_cap() -> None:
+    delays = [exponential(n, base_s=0.5, cap_s=4.0) for n in range(7)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+    assert exponential(-3, base_s=0.5, cap_s=4.0) == 0.5  # before the first failure
+    assert exponential(2, base_s=1.0, cap_s=100.0, factor=3.0) == 9.0
+
+
+def test_exponential_is_never_above_the_cap_even_for_huge_counts() -> None:
+    for attempt in (0, 1, 10, 63, 64, 1023, 1024, 10**6):
+        for base_s, cap_s, factor in ((0.05, 5.0, 2.0), (1.0, 3600.0, 1.5), (10.0, 1.0, 2.0)):
+            delay = exponential(attempt, base_s=base_s, cap_s=cap_s, factor=factor)
+            assert 0 < delay <= cap_s
+    assert exponential(10**6, base_s=1.0, cap_s=30.0) == 30.0  # no OverflowError
+
+
+def test_the_jitters_stay_in_their_ranges() -> None:
+    rng = random.Random(7)
+    for _ in range(2000):
+        delay = exponential(rng.randrange(0, 12), base_s=0.1, cap_s=5.0)
+        assert 0 <= full_jitter(delay, rng.random) < delay
+        assert delay / 2 <= equal_jitter(delay, rng.random) < delay
+        assert delay * 0.8 <= spread(delay, 0.2, rng.random) <= delay * 1.2
+    # the ends of the random source map to the ends of each range
+    assert full_jitter(2.0, lambda: 0.0) == 0.0
+    assert equal_jitter(2.0, lambda: 0.0) == 1.0
+    assert equal_jitter(2.0, lambda: 0.999) == pytest.approx(1.999)
+    assert spread(2.0, 0.1, lambda: 0.0) == pytest.approx(1.8)
+    assert spread(2.0, 0.1, lambda: 0.5) == 2.0
+    assert spread(2.0, 0.0, random.random) == 2.0  # no jitter: exact
+
+
+def test_the_callers_keep_their_numbers() -> None:
+    from taskscale.worker.execution import RetryPolicy
+    from taskscale.worker.supervisor import RestartPolicy
+
+    # the supervisor: 0.5 s doubled per crash in a row, at most 30 s, no jitter
+    assert [RestartPolicy().delay(n) for n in (1, 2, 3, 7, 8, 50)] == [
+        0.5,
+        1.0,
+        2.0,
+        30.0,
+        30.0,
+        30.0,
+    ]
+    # a failed task: base * factor ** attempts, capped, then +-jitter
+    policy = RetryPolicy(base_s=1.0, factor=3.0, cap_s=100.0, jitter=0.0)
+    assert [policy.backoff_ms(a) for a in range(6)] == [1000, 3000, 9000, 27000, 81000, 100000]
+    assert policy.backoff_ms(10**6) == 100000

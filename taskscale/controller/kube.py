@@ -37,6 +37,7 @@ import redis
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from taskscale.backoff import exponential
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.kube_client import (
@@ -140,18 +141,19 @@ class TaskScalerWatcher:
         self._watch: watch.Watch | None = None
 
     def run(self, stop: threading.Event) -> None:
-        backoff = 0.5
+        failures = 0  # in a row: a successful list starts the backoff over
         while not stop.is_set():
             try:
                 version = self._list()
-                backoff = 0.5
+                failures = 0
                 self._watch_from(version, stop)
             except Exception as exc:
                 if stop.is_set():
                     return
-                log.warning("TaskScaler watch failed (%s); retrying in %.1f s", exc, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                delay = exponential(failures, base_s=0.5, cap_s=30.0)
+                failures += 1
+                log.warning("TaskScaler watch failed (%s); retrying in %.1f s", exc, delay)
+                stop.wait(delay)
 
     def stop(self) -> None:
         if self._watch is not None:

@@ -31,6 +31,7 @@ from typing import Any
 import redis
 from redis.client import PubSub
 
+from taskscale.backoff import exponential
 from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
@@ -342,19 +343,24 @@ class DemandListener:
         return self._subscribed.wait(timeout)
 
     def _run(self) -> None:
-        delay = self._settings.retry_initial_s
+        failures = 0  # in a row: a confirmed subscription starts the backoff over
         while not self._stop.is_set():
             try:
                 self._listen()
                 return
             except (redis.RedisError, OSError) as exc:
                 if self._had_subscription:
-                    delay = self._settings.retry_initial_s
+                    failures = 0
+                delay = exponential(
+                    failures,
+                    base_s=self._settings.retry_initial_s,
+                    cap_s=self._settings.retry_max_s,
+                )
+                failures += 1
                 log.warning("demand listener: %s; resubscribing in %.1f s", exc, delay)
                 if self._on_error is not None:
                     self._on_error(exc)
                 self._stop.wait(delay)
-                delay = min(delay * 2, self._settings.retry_max_s)
 
     def _listen(self) -> None:
         self._had_subscription = False

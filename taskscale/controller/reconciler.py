@@ -28,12 +28,12 @@ pool and a console reporter.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from taskscale.backoff import equal_jitter, exponential
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.history import History
 from taskscale.controller.metrics import ControllerMetrics
@@ -283,10 +283,10 @@ class Reconciler:
             scaler.next_due = now + scaler.config.poll_interval_s
             return
         scaler.failures += 1
-        settings = self._settings
-        ceiling = min(
-            settings.error_backoff_max_s,
-            settings.error_backoff_initial_s * 2 ** min(scaler.failures - 1, 30),
+        ceiling = exponential(
+            scaler.failures - 1,
+            base_s=self._settings.error_backoff_initial_s,
+            cap_s=self._settings.error_backoff_max_s,
         )
         # Half fixed, half jitter: scalers failing together do not retry in step.
-        scaler.next_due = now + ceiling * (0.5 + random.random() / 2)
+        scaler.next_due = now + equal_jitter(ceiling)

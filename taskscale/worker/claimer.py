@@ -21,12 +21,12 @@ in-flight hash with what it holds and returns the difference
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 
 import redis
 
+from taskscale.backoff import exponential, spread
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
@@ -134,7 +134,7 @@ class Claimer:
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
         if self._metrics is not None:
             self._metrics.redis_errors.inc()
-        delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.8, 1.2)
+        delay = spread(exponential(failures, base_s=0.05, cap_s=5.0), 0.2)
         log.warning(
             "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
         )

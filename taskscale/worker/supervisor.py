@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import redis
 
+from taskscale.backoff import exponential
 from taskscale.cli.envdefaults import env_name
 from taskscale.connection import REDIS_URL_ENV, connect
 from taskscale.errors import describe_error
@@ -87,7 +88,7 @@ class RestartPolicy:
 
     def delay(self, crashes: int) -> float:
         """Seconds before restarting a child after its ``crashes``-th crash in a row."""
-        return float(min(self.max_s, self.first_s * 2 ** max(0, crashes - 1)))
+        return exponential(crashes - 1, base_s=self.first_s, cap_s=self.max_s)
 
 
 def child_id(base: str, index: int, generation: int) -> str:
