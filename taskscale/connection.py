@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import overload
 
 import redis
 from redis.backoff import NoBackoff
@@ -25,6 +26,23 @@ from taskscale.redis_urls import RedisClient, build_client
 
 REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@overload
+def redis_url_from_env(url: str | None = None, *, default: str = DEFAULT_REDIS_URL) -> str: ...
+@overload
+def redis_url_from_env(url: str | None = None, *, default: None) -> str | None: ...
+def redis_url_from_env(
+    url: str | None = None, *, default: str | None = DEFAULT_REDIS_URL
+) -> str | None:
+    """``url`` if given, else ``TASKSCALE_REDIS_URL``, else ``default`` (an
+    empty variable counts as unset).
+
+    The one place the variable is read: the library's functions (a ``None``
+    Redis), ``--redis-url``'s default on every subcommand but ``demo``, the
+    integrations.  ``default=None`` tells a caller that has a Redis of its own
+    to fall back on (RQ's worker connection) that neither was given."""
+    return url or os.environ.get(REDIS_URL_ENV) or default
 
 
 class RedisUnavailable(RuntimeError):
@@ -42,7 +60,7 @@ class ConnectionSettings:
 
     @classmethod
     def from_env(cls, url: str | None = None) -> ConnectionSettings:
-        return cls(url=url or os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL)
+        return cls(url=redis_url_from_env(url))
 
 
 def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:

@@ -156,3 +156,49 @@ BACKOFF_USERS = {
 def test_the_loops_that_back_off_use_the_one_helper() -> None:
     users = {rel for rel, tree in modules() if "taskscale.backoff" in imported_modules(tree)}
     assert users == BACKOFF_USERS
+
+
+def _reads_environ(node: ast.AST) -> ast.expr | None:
+    """The key of ``os.environ.get(k)``, ``os.environ[k]``, ``os.getenv(k)`` or
+    ``k in os.environ``; None for anything else."""
+
+    def is_environ(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Attribute) and expr.attr == "environ"
+
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        if isinstance(func, ast.Attribute) and (
+            (func.attr == "get" and is_environ(func.value)) or func.attr == "getenv"
+        ):
+            return node.args[0]
+    if (
+        isinstance(node, ast.Subscript)
+        and is_environ(node.value)
+        and isinstance(node.ctx, ast.Load)
+    ):
+        return node.slice
+    if isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
+        return node.left
+    return None
+
+
+def test_the_redis_url_variable_is_read_in_one_function() -> None:
+    """TASKSCALE_REDIS_URL is read by connection.redis_url_from_env only (the
+    command line, the library, the RQ integration each read it themselves)."""
+    readers = []
+    for rel, tree in modules():
+        owner = {
+            id(n)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and f.name == "redis_url_from_env"
+            for n in ast.walk(f)
+        }
+        for node in ast.walk(tree):
+            key = _reads_environ(node)
+            if key is None or (rel == "taskscale/connection.py" and id(node) in owner):
+                continue
+            if (isinstance(key, ast.Name) and key.id == "REDIS_URL_ENV") or (
+                isinstance(key, ast.Constant) and key.value == "TASKSCALE_REDIS_URL"
+            ):
+                readers.append(f"{rel}:{node.lineno}")
+    assert readers == [], "call connection.redis_url_from_env instead: " + ", ".join(readers)

@@ -12,7 +12,13 @@ import pytest
 import redis
 
 from taskscale.backoff import equal_jitter, exponential, full_jitter, spread
-from taskscale.connection import connect
+from taskscale.connection import (
+    DEFAULT_REDIS_URL,
+    REDIS_URL_ENV,
+    ConnectionSettings,
+    connect,
+    redis_url_from_env,
+)
 from taskscale.errors import describe_error, one_line
 from taskscale.retrying import RetrySettings, call_with_retries, retrying
 from taskscale.text import as_text
@@ -170,3 +176,43 @@ def test_the_callers_keep_their_numbers() -> None:
     policy = RetryPolicy(base_s=1.0, factor=3.0, cap_s=100.0, jitter=0.0)
     assert [policy.backoff_ms(a) for a in range(6)] == [1000, 3000, 9000, 27000, 81000, 100000]
     assert policy.backoff_ms(10**6) == 100000
+
+
+def test_the_redis_url_comes_from_the_argument_the_variable_or_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    assert redis_url_from_env() == DEFAULT_REDIS_URL
+    assert redis_url_from_env(default=None) is None
+    monkeypatch.setenv(REDIS_URL_ENV, "")  # empty counts as unset
+    assert redis_url_from_env() == DEFAULT_REDIS_URL
+    monkeypatch.setenv(REDIS_URL_ENV, "redis://env:6379/1")
+    assert redis_url_from_env() == "redis://env:6379/1"
+    assert redis_url_from_env(default=None) == "redis://env:6379/1"
+    assert redis_url_from_env("redis://given:6379/2") == "redis://given:6379/2"
+    assert ConnectionSettings.from_env().url == "redis://env:6379/1"
+
+
+def test_every_subcommand_but_the_demo_takes_the_variable_through_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from taskscale.cli import build_parser
+
+    monkeypatch.setenv(REDIS_URL_ENV, "redis://env:6379/1")
+    parser = build_parser()
+    assert parser.parse_args(["status"]).redis_url == "redis://env:6379/1"
+    assert parser.parse_args(["worker", "--types", "a"]).redis_url == "redis://env:6379/1"
+    assert parser.parse_args(["status", "--redis-url", "redis://flag:1/0"]).redis_url == (
+        "redis://flag:1/0"
+    )
+    assert parser.parse_args(["demo"]).redis_url is None  # the demo starts its own Redis
+    # read once, by the option's definition: the generic TASKSCALE_<OPTION>
+    # reader leaves --redis-url alone
+    import argparse
+
+    from taskscale.cli.envdefaults import apply_env_defaults
+
+    bare = argparse.ArgumentParser()
+    bare.add_argument("--redis-url", default="redis://own:6379/0")
+    apply_env_defaults(bare, {REDIS_URL_ENV: "redis://generic:6379/0"})
+    assert bare.parse_args([]).redis_url == "redis://own:6379/0"

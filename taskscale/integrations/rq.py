@@ -35,6 +35,7 @@ from typing import Any
 
 import redis
 
+from taskscale.connection import redis_url_from_env
 from taskscale.integrations.process import ProcessTracker, TrackingSettings
 from taskscale.redis_urls import RedisClient
 from taskscale.tracking import DEFAULT_LEASE_S
@@ -150,7 +151,7 @@ class _TrackingMixin:
                 raise ValueError(f"{TASK_TYPE_ENV}={rule!r}: use one of {sorted(_RULES)}")
             self._taskscale_rule = rule if callable(rule) else _RULES[rule]
             lease = self.taskscale_lease_s or float(os.environ.get(LEASE_ENV) or DEFAULT_LEASE_S)
-            url = self.taskscale_redis_url or os.environ.get("TASKSCALE_REDIS_URL")
+            url = redis_url_from_env(self.taskscale_redis_url, default=None)
             settings = TrackingSettings(url, self.taskscale_namespace, lease)
             factory = None if url else self._taskscale_own_client
             self._taskscale = ProcessTracker(settings, client_factory=factory)
