@@ -1,9 +1,13 @@
-"""Redis clients and clear errors.
+"""Redis clients: the one constructor, where the URL comes from, clear errors.
 
-Every client is made by :func:`connect`, with no silent retries inside
-redis-py: a long-running caller retries through
-:func:`taskscale.retrying.retrying`, which waits with exponential backoff and
-jitter on connection and timeout errors until the server is back.
+Every client taskscale makes from a URL is made by :func:`connect` (the
+runtime, the command line, the controller, the dashboard, the demo); the URL
+comes from the caller or :func:`redis_url_from_env`, and
+:func:`taskscale.redis_urls.build_client` turns it into a client of the
+right topology.  By default there are no silent retries inside redis-py: a
+long-running caller retries through :func:`taskscale.retrying.retrying`,
+which waits with exponential backoff and jitter on connection and timeout
+errors until the server is back.
 Command-line tools, on the other hand, must fail fast with one readable line
 (a wrong URL, Redis down), not a traceback: :func:`check` pings once and
 raises :class:`RedisUnavailable` with :func:`taskscale.errors.describe_error`'s
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
 import redis
 from redis.backoff import NoBackoff
@@ -51,12 +55,17 @@ class RedisUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class ConnectionSettings:
-    """How the runtime connects to Redis."""
+    """How a client connects to Redis (the defaults are the runtime's)."""
 
     url: str = DEFAULT_REDIS_URL
     connect_timeout_s: float = 5.0
     #: Longest a reply may take; blocking reads use shorter timeouts than this.
     socket_timeout_s: float = 30.0
+    #: Let redis-py retry a failed command itself (its default policy).  Off for
+    #: the runtime: a claim retried behind our back could strand tasks, so
+    #: callers retry through taskscale.retrying.  The controller, whose reads
+    #: are safe to repeat, and the demo leave it on.
+    client_retries: bool = False
 
     @classmethod
     def from_env(cls, url: str | None = None) -> ConnectionSettings:
@@ -72,16 +81,17 @@ def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:
     """
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env(settings)
-    return build_client(
-        settings.url,
-        socket_connect_timeout=settings.connect_timeout_s,
-        socket_timeout=settings.socket_timeout_s,
-        socket_keepalive=True,
-        health_check_interval=30,
+    options: dict[str, Any] = {
+        "socket_connect_timeout": settings.connect_timeout_s,
+        "socket_timeout": settings.socket_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+    }
+    if not settings.client_retries:
         # No silent retries inside redis-py: a retried claim whose first
         # reply was lost would strand tasks.  Callers retry via retrying.retrying().
-        retry=Retry(NoBackoff(), 0),
-    )
+        options["retry"] = Retry(NoBackoff(), 0)
+    return build_client(settings.url, **options)
 
 
 #: What the runtime's public functions accept as "which Redis": a client, a

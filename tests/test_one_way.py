@@ -202,3 +202,38 @@ def test_the_redis_url_variable_is_read_in_one_function() -> None:
             ):
                 readers.append(f"{rel}:{node.lineno}")
     assert readers == [], "call connection.redis_url_from_env instead: " + ", ".join(readers)
+
+
+#: Constructors of a redis-py client or pool.
+CLIENT_CONSTRUCTORS = {"Redis", "StrictRedis", "RedisCluster", "Sentinel", "ConnectionPool"}
+
+
+def _called_name(node: ast.Call) -> str:
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        owner = func.value
+        if func.attr == "from_url" and isinstance(owner, ast.Attribute | ast.Name):
+            return f"{owner.attr if isinstance(owner, ast.Attribute) else owner.id}.from_url"
+        return func.attr
+    return ""
+
+
+def test_redis_clients_are_built_in_one_place() -> None:
+    """Every client is built by taskscale/redis_urls.py, reached through
+    connection.connect() (or node_client, a copy of a client's settings): no
+    module makes its own ``redis.Redis(...)``, ``Redis.from_url(...)``,
+    cluster, sentinel or pool, nor calls ``build_client`` around connect()."""
+    others = []
+    for rel, tree in modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _called_name(node)
+            constructs = name in CLIENT_CONSTRUCTORS or name.endswith(".from_url")
+            if constructs and rel != "taskscale/redis_urls.py":
+                others.append(f"{rel}:{node.lineno} {name}")
+            if name == "build_client" and rel != "taskscale/connection.py":
+                others.append(f"{rel}:{node.lineno} {name}")
+    assert others == [], "use taskscale.connection.connect instead of: " + ", ".join(others)

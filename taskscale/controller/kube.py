@@ -69,6 +69,7 @@ from taskscale.controller.reconciler import (
     ReconcilerSettings,
     RetrySettings,
 )
+from taskscale.controller.redis_clients import RedisClients
 from taskscale.controller.scale_target import DeploymentActuator, make_actuator
 
 # defined here before the status document moved to status_doc.py: the old
@@ -257,12 +258,16 @@ class KubeController:
             identity=identity,
             retry=self.settings.api_retry,
         )
-        self.decisions = DecisionLog(self.reporter)  # and into Redis, for the dashboard
+        # one Redis client per URL, for the passes and the decision log alike
+        clients = RedisClients(timeout_s=self.settings.reconciler.redis_timeout_s)
+        # every pass reported into Redis too, for the dashboard
+        self.decisions = DecisionLog(self.reporter, clients=clients)
         self.reconciler = Reconciler(
             reporter=self.decisions,
             metrics=metrics,
             settings=self.settings.reconciler,
             heartbeat=heartbeat,
+            clients=clients,
         )
         self.watcher = TaskScalerWatcher(
             custom,

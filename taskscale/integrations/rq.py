@@ -37,7 +37,7 @@ import redis
 
 from taskscale.connection import redis_url_from_env
 from taskscale.integrations.process import ProcessTracker, TrackingSettings
-from taskscale.redis_urls import RedisClient
+from taskscale.redis_urls import RedisClient, node_client
 from taskscale.tracking import DEFAULT_LEASE_S
 
 log = logging.getLogger(__name__)
@@ -159,12 +159,7 @@ class _TrackingMixin:
 
     def _taskscale_own_client(self) -> RedisClient:
         """A client on the worker's Redis with a pool of its own (the horse forks)."""
-        pool = self.connection.connection_pool
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            )
-        )
+        return node_client(self.connection, single_connection=False)
 
     def _taskscale_type(self, process: ProcessTracker, job: Any, queue: Any) -> str | None:
         try:
