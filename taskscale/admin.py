@@ -19,15 +19,12 @@ from typing import Any
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script as _script
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 #: Most tasks one admin_purge.lua call deletes (bounds how long Redis is busy).
 PURGE_BATCH = 1000
 #: Most queue / delayed / dead entries one task lookup examines.
 LOOKUP_LIMIT = 200_000
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _envelope_doc(raw: str) -> dict[str, Any]:
@@ -85,7 +82,7 @@ class TaskInfo:
 
 
 def _dead_letter(task_type: str, raw: Any) -> DeadLetter:
-    text = _text(raw)
+    text = as_text(raw)
     try:
         rec = json.loads(text)
     except ValueError:
@@ -162,7 +159,7 @@ def delayed_list(
     )
     out = []
     for member, score in raw:
-        env = _text(member)
+        env = as_text(member)
         fields = _envelope_doc(env)
         task_id = fields.get("id") if isinstance(fields.get("id"), str) else ""
         out.append(DelayedTask(str(task_id), task_type, int(score), env, fields))
@@ -261,7 +258,7 @@ def task_info(
         args=[keys.prefix, task_id, task_type or "", limit],
         client=client,
     )
-    state, ttype, where, payload = (_text(x) for x in reply)
+    state, ttype, where, payload = (as_text(x) for x in reply)
     if state == "unknown":
         return None
     if state == "limit":

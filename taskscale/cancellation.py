@@ -17,6 +17,7 @@ from taskscale.connection import RedisLike, client_for
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 #: How long a running task's cancellation flag is kept (seconds).
 FLAG_TTL_S = 24 * 3600
@@ -70,8 +71,7 @@ def cancel(
         args=[keys.prefix, task_id, task_type or "", FLAG_TTL_S, SEARCH_LIMIT, fanout or ""],
         client=conn,
     )
-    as_text = [v.decode() if isinstance(v, bytes) else str(v) for v in (state, where)]
-    return CancelResult(as_text[0], as_text[1])
+    return CancelResult(as_text(state), as_text(where))
 
 
 def is_cancelled(client: RedisClient, keys: Keys, task_id: str) -> bool:

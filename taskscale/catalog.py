@@ -32,6 +32,7 @@ from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.status import server_time
 from taskscale.tasks import TaskFunction, TaskRegistry
+from taskscale.text import as_text
 
 #: Version of the document layout (a reader skips documents it doesn't know).
 CATALOG_FORMAT = 1
@@ -39,10 +40,6 @@ CATALOG_FORMAT = 1
 
 def _script(client: RedisClient) -> Script:
     return bound_script(client, "catalog")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @cache
@@ -185,12 +182,12 @@ def read_catalog(client: RedisClient, keys: Keys) -> dict[str, Any]:
     members, enqueued_raw = pipe.execute()
     now = server_time(client, keys)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
-    live = sorted(_text(w) for w, lease in members if lease > now_ms)
+    live = sorted(as_text(w) for w, lease in members if lease > now_ms)
     pipe = client.pipeline(transaction=False)
     for worker_id in live:
         pipe.hget(keys.catalog(worker_id), "doc")
     docs = pipe.execute() if live else []
-    enqueued = {_text(t) for t in enqueued_raw}
+    enqueued = {as_text(t) for t in enqueued_raw}
     types: dict[str, dict[str, Any]] = {}
     shapes: dict[str, set[str]] = {}
     for worker_id, raw in zip(live, docs, strict=True):
@@ -215,7 +212,7 @@ def _entries(raw: Any) -> list[tuple[str, dict[str, Any]]]:
     if raw is None:
         return []
     try:
-        doc = json.loads(_text(raw))
+        doc = json.loads(as_text(raw))
     except ValueError:
         return []
     if not isinstance(doc, dict) or doc.get("format") != CATALOG_FORMAT:

@@ -1,55 +1,52 @@
-"""Redis clients, clear errors, and the retry policy the runtime shares.
+"""Redis clients: the one constructor, where the URL comes from, clear errors.
 
-Workers and schedulers are long-running: a Redis restart must not kill them,
-so Redis calls go through :func:`retrying`, which waits with exponential
-backoff and jitter (tenacity) on connection and timeout errors until the
-server is back.  Command-line tools, on the other hand, must fail fast with
-one readable line (a wrong URL, a key holding the wrong type), not a
-traceback: :func:`describe_error` turns Redis exceptions into that line.
+Every client taskscale makes from a URL is made by :func:`connect` (the
+runtime, the command line, the controller, the dashboard, the demo); the URL
+comes from the caller or :func:`redis_url_from_env`, and
+:func:`taskscale.redis_urls.build_client` turns it into a client of the
+right topology.  By default there are no silent retries inside redis-py: a
+long-running caller retries through :func:`taskscale.retrying.retrying`,
+which waits with exponential backoff and jitter on connection and timeout
+errors until the server is back.
+Command-line tools, on the other hand, must fail fast with one readable line
+(a wrong URL, Redis down), not a traceback: :func:`check` pings once and
+raises :class:`RedisUnavailable` with :func:`taskscale.errors.describe_error`'s
+line.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, overload
 
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.retry import Retry
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    stop_never,
-    wait_exponential_jitter,
-)
-from tenacity.stop import stop_base
 
+from taskscale.errors import describe_error
 from taskscale.redis_urls import RedisClient, build_client
 
 REDIS_URL_ENV = "TASKSCALE_REDIS_URL"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
-#: Errors that mean "the server is unreachable right now": worth retrying.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.BusyLoadingError,
-    # a cluster failing over: the client refreshes its slot map; the next try goes
-    # to the new master (redis-py's own retries are off, see connect())
-    ClusterDownError,
-    TryAgainError,
-    SlotNotCoveredError,
-)
 
-log = logging.getLogger("taskscale.connection")
-T = TypeVar("T")
+@overload
+def redis_url_from_env(url: str | None = None, *, default: str = DEFAULT_REDIS_URL) -> str: ...
+@overload
+def redis_url_from_env(url: str | None = None, *, default: None) -> str | None: ...
+def redis_url_from_env(
+    url: str | None = None, *, default: str | None = DEFAULT_REDIS_URL
+) -> str | None:
+    """``url`` if given, else ``TASKSCALE_REDIS_URL``, else ``default`` (an
+    empty variable counts as unset).
+
+    The one place the variable is read: the library's functions (a ``None``
+    Redis), ``--redis-url``'s default on every subcommand but ``demo``, the
+    integrations.  ``default=None`` tells a caller that has a Redis of its own
+    to fall back on (RQ's worker connection) that neither was given."""
+    return url or os.environ.get(REDIS_URL_ENV) or default
 
 
 class RedisUnavailable(RuntimeError):
@@ -58,16 +55,21 @@ class RedisUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class ConnectionSettings:
-    """How the runtime connects to Redis."""
+    """How a client connects to Redis (the defaults are the runtime's)."""
 
     url: str = DEFAULT_REDIS_URL
     connect_timeout_s: float = 5.0
     #: Longest a reply may take; blocking reads use shorter timeouts than this.
     socket_timeout_s: float = 30.0
+    #: Let redis-py retry a failed command itself (its default policy).  Off for
+    #: the runtime: a claim retried behind our back could strand tasks, so
+    #: callers retry through taskscale.retrying.  The controller, whose reads
+    #: are safe to repeat, and the demo leave it on.
+    client_retries: bool = False
 
     @classmethod
     def from_env(cls, url: str | None = None) -> ConnectionSettings:
-        return cls(url=url or os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL)
+        return cls(url=redis_url_from_env(url))
 
 
 def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:
@@ -79,16 +81,17 @@ def connect(settings: ConnectionSettings | str | None = None) -> RedisClient:
     """
     if not isinstance(settings, ConnectionSettings):
         settings = ConnectionSettings.from_env(settings)
-    return build_client(
-        settings.url,
-        socket_connect_timeout=settings.connect_timeout_s,
-        socket_timeout=settings.socket_timeout_s,
-        socket_keepalive=True,
-        health_check_interval=30,
+    options: dict[str, Any] = {
+        "socket_connect_timeout": settings.connect_timeout_s,
+        "socket_timeout": settings.socket_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+    }
+    if not settings.client_retries:
         # No silent retries inside redis-py: a retried claim whose first
-        # reply was lost would strand tasks.  Callers retry via retrying().
-        retry=Retry(NoBackoff(), 0),
-    )
+        # reply was lost would strand tasks.  Callers retry via retrying.retrying().
+        options["retry"] = Retry(NoBackoff(), 0)
+    return build_client(settings.url, **options)
 
 
 #: What the runtime's public functions accept as "which Redis": a client, a
@@ -111,85 +114,3 @@ def check(client: RedisClient) -> None:
         client.ping()
     except redis.RedisError as exc:
         raise RedisUnavailable(describe_error(exc, client=client)) from None
-
-
-def describe_error(exc: BaseException, *, client: RedisClient | None = None) -> str:
-    """One line that tells a user what went wrong with Redis and where."""
-    where = f" at {_location(client)}" if client is not None else ""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, redis.AuthenticationError):
-        return f"Redis{where} refused the credentials: {text}"
-    if isinstance(exc, TRANSIENT_ERRORS):
-        return f"cannot reach Redis{where}: {text}"
-    if isinstance(exc, redis.ResponseError) and text.startswith("WRONGTYPE"):
-        return (
-            f"a taskscale key in Redis{where} holds the wrong type of value "
-            f"(another application uses this namespace? try --namespace): {text}"
-        )
-    if isinstance(exc, redis.ResponseError):
-        return f"Redis{where} rejected a command: {text}"
-    return f"Redis error{where}: {text}"
-
-
-def _location(client: RedisClient) -> str:
-    if isinstance(client, RedisCluster):
-        nodes = client.get_primaries() or client.get_nodes()  # type: ignore[no-untyped-call]
-        return "cluster " + ",".join(node.name for node in nodes[:3])
-    pool = client.connection_pool
-    service = getattr(pool, "service_name", None)
-    if service is not None:
-        return f"sentinel service {service}"
-    kwargs = pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix:{kwargs['path']}"
-    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-
-
-def _log_retry(state: RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    wait = state.next_action.sleep if state.next_action is not None else 0.0
-    log.warning(
-        "Redis unavailable (%s); retry %d in %.2fs",
-        exc.__class__.__name__ if exc else "?",
-        state.attempt_number,
-        wait,
-    )
-
-
-class _StopWhen(stop_base):
-    """Stop retrying once ``predicate()`` is true (e.g. the worker is shutting down)."""
-
-    def __init__(self, predicate: Callable[[], bool]) -> None:
-        self.predicate = predicate
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.predicate()
-
-
-def retrying(
-    fn: Callable[[], T],
-    *,
-    give_up_after_s: float | None = None,
-    give_up_when: Callable[[], bool] | None = None,
-    max_wait_s: float = 5.0,
-) -> T:
-    """Call ``fn()``; on a transient Redis error wait (exponential, jitter)
-    and call again, forever unless ``give_up_after_s`` passes or
-    ``give_up_when()`` becomes true -- then the last error is raised.
-
-    Only use it for calls that are safe to repeat: every runtime script is
-    (complete/fail/requeue act only on tasks still in flight).
-    """
-    stop: stop_base = stop_never
-    if give_up_after_s is not None:
-        stop = stop_after_delay(give_up_after_s)
-    if give_up_when is not None:
-        stop = stop | _StopWhen(give_up_when)
-    retryer = Retrying(
-        retry=retry_if_exception_type(TRANSIENT_ERRORS),
-        wait=wait_exponential_jitter(multiplier=0.05, max=max_wait_s, jitter=0.2),
-        stop=stop,
-        reraise=True,
-        before_sleep=_log_retry,
-    )
-    return retryer(fn)

@@ -48,6 +48,7 @@ from taskscale.options import DEFAULT_MAX_RETRIES
 from taskscale.producer import Call
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import block_in_slices
+from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +247,7 @@ class FanoutHandle:
         raw = self.redis.hgetall(self.keys.fanout(self.id))
         if not raw:
             raise UnknownFanout(f"no fan-out {self.id} (never submitted, or expired)")
-        h = {_text(k): _text(v) for k, v in raw.items()}
+        h = {as_text(k): as_text(v) for k, v in raw.items()}
         return FanoutStatus(
             id=self.id,
             task_type=h["type"],
@@ -350,7 +351,3 @@ def split_arg_set(arg_set: ArgSet) -> tuple[Sequence[Any], Mapping[str, Any] | N
 def _submit_script(client: RedisClient) -> Script:
     """``fanout_submit.lua`` registered on ``client`` (EVALSHA; reloaded after NOSCRIPT)."""
     return bound_script(client, "fanout_submit")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -54,6 +54,7 @@ from taskscale.luascripts import bound_script as _script
 from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.redis_urls import RedisClient
 from taskscale.rpc import RemoteError
+from taskscale.text import as_text
 
 #: Default bound of all collected results of one fan-out, in bytes of JSON.
 DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
@@ -146,7 +147,7 @@ class FanoutStream(FanoutHandle):
             task_type, level = self.redis.hmget(self.keys.fanout(self.id), ["type", "priority"])
             if task_type is None or level is None:
                 raise UnknownFanout(f"no fan-out {self.id} (never opened, or expired)")
-            self._target = (_text(task_type), int(level))
+            self._target = (as_text(task_type), int(level))
         return self._target
 
     def add(self, arg_sets: Iterable[ArgSet]) -> list[str]:
@@ -251,7 +252,7 @@ class FanoutStream(FanoutHandle):
     def results(self) -> list[SubResult]:
         """The results collected so far, in submission order (finished sub-tasks only)."""
         raw = self.redis.hgetall(self.keys.fanout_results(self.id))
-        found = sorted((int(_text(k)), v) for k, v in raw.items())
+        found = sorted((int(as_text(k)), v) for k, v in raw.items())
         return [SubResult.from_json(index, value) for index, value in found]
 
 
@@ -297,7 +298,3 @@ def open_fanout(
     stream = FanoutStream(client, fanout_id, keys=keys, settings=settings)
     stream._target = (task_type, level)
     return stream
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

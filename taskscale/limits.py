@@ -33,6 +33,7 @@ from taskscale.connection import RedisLike, client_for
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 #: Tokens a rate bucket holds unless told (``set_limits``, ``taskscale limits set``).
 DEFAULT_BURST = 1
@@ -169,7 +170,7 @@ def parse_limits(raw: dict[Any, Any]) -> dict[str, TypeLimits]:
     """Decode HGETALL ``{ns}:limits`` (a field that does not decode is skipped)."""
     out: dict[str, TypeLimits] = {}
     for field, value in raw.items():
-        name = field.decode() if isinstance(field, bytes) else str(field)
+        name = as_text(field)
         try:
             out[name] = TypeLimits.from_json(name, value)
         except (ValueError, TypeError):

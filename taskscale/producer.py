@@ -31,14 +31,12 @@ from typing import Any
 
 from taskscale import checks, envelope
 from taskscale.connection import (
-    TRANSIENT_ERRORS,
     ConnectionSettings,
     RedisUnavailable,
     client_for,
     connect,
-    describe_error,
-    retrying,
 )
+from taskscale.errors import describe_error
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_PRIORITY,
@@ -50,6 +48,8 @@ from taskscale.luascripts import scripts_for
 from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.redis_urls import RedisClient
 from taskscale.replication import call_and_wait
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
+from taskscale.text import as_text
 
 #: Envelopes per script call in ``enqueue_many`` (keeps each call short).
 BATCH_CHUNK = 500
@@ -242,7 +242,7 @@ class Producer:
                 f"could not enqueue {task_type} within {self.settings.retry_for_s:g} s: "
                 + describe_error(exc, client=self.redis)
             ) from exc
-        return {int(reply[i]) - 1: _text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
+        return {int(reply[i]) - 1: as_text(reply[i + 1]) for i in range(1, len(reply) - 1, 2)}
 
 
 #: The longest delay accepted (10 years): a larger one is a typo, not a plan.
@@ -259,10 +259,6 @@ def delay_to_ms(delay: float | None) -> int:
         return 0
     delay = checks.seconds("delay", delay)
     return 0 if delay == 0 else max(1, round(delay * 1000))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 _default: Producer | None = None

@@ -1,4 +1,8 @@
-"""Redis URLs -> redis-py clients: the one place a URL becomes a client.
+"""Redis URLs -> redis-py clients: the one place a client is built.
+
+Callers go through :func:`taskscale.connection.connect` (which passes the
+connection options to :func:`build_client`); :func:`node_client` copies an
+existing client's settings into a client with connections of its own.
 
 Every command, environment variable, TaskScaler and chart value that names a
 Redis takes one URL, in one of these forms:
@@ -62,14 +66,18 @@ def connection_kwargs(client: RedisClient) -> dict[str, Any]:
     return dict(client.connection_pool.connection_kwargs)
 
 
-def node_client(client: RedisClient, key: str) -> redis.Redis:
-    """A new single-connection client to the server that holds ``key``.
+def node_client(
+    client: RedisClient, key: str = "", *, single_connection: bool = True
+) -> redis.Redis:
+    """A new client, with connections of its own, to the server that holds
+    ``key`` (a single server ignores ``key``): one connection, or a pool.
 
     A blocking read and the ``CLIENT UNBLOCK`` that cuts it short must reach
-    the same server over connections of their own.  On one server (plain or
-    through Sentinel, whose connections look the master up as they connect)
-    that is a copy of the client's connection settings; on a cluster it is
-    the master of ``key``'s slot *now* -- after a failover, make a new one.
+    the same server over connections of their own; a forked RQ work horse
+    must not share its parent's pool.  On one server (plain or through
+    Sentinel, whose connections look the master up as they connect) that is
+    a copy of the client's connection settings; on a cluster it is the
+    master of ``key``'s slot *now* -- after a failover, make a new one.
     """
     if isinstance(client, RedisCluster):
         node = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
@@ -80,7 +88,7 @@ def node_client(client: RedisClient, key: str) -> redis.Redis:
         connection_pool=redis.ConnectionPool(
             connection_class=pool.connection_class, **pool.connection_kwargs
         ),
-        single_connection_client=True,
+        single_connection_client=single_connection,
     )
 
 

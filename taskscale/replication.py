@@ -12,7 +12,7 @@ When fewer than ``n`` replicas confirm in time, :class:`NotReplicated` is
 raised: the task *was* enqueued (retrying would duplicate it), but a failover
 now could lose it -- the caller decides.  A redirect or a lost connection on
 a cluster node refreshes the slot map and raises a transient error, so
-:func:`taskscale.connection.retrying` tries again on the new master.
+:func:`taskscale.retrying.retrying` tries again on the new master.
 """
 
 from __future__ import annotations

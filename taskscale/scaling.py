@@ -13,13 +13,14 @@ from typing import Any
 
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 
 def _doc(raw: Any) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        doc = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        doc = json.loads(as_text(raw))
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
@@ -31,7 +32,7 @@ def read_scalers(client: RedisClient, keys: Keys, *, decisions: int = 50) -> lis
     found: list[tuple[bytes | str, float]] = client.zrange(  # type: ignore[assignment]
         keys.scalers, 0, -1, withscores=True
     )
-    names = sorted((n.decode() if isinstance(n, bytes) else n, int(s)) for n, s in found)
+    names = sorted((as_text(n), int(s)) for n, s in found)
     if not names:
         return []
     pipe = client.pipeline(transaction=False)

@@ -18,13 +18,13 @@ bounded ``task_lookup`` of the task.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import redis
 
 from taskscale.admin import LookupLimitReached, task_info
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +32,11 @@ log = logging.getLogger(__name__)
 EXPLAIN_LOOKUP_LIMIT = 50_000
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def live_workers_serving(client: RedisClient, keys: Keys, task_type: str) -> list[str]:
     """Ids of the workers whose lease is live and that serve ``task_type``."""
     seconds, micros = client.time()
     now_ms = int(seconds) * 1000 + int(micros) // 1000
-    live = [_text(w) for w in client.zrangebyscore(keys.workers, now_ms, "+inf")]
+    live = [as_text(w) for w in client.zrangebyscore(keys.workers, now_ms, "+inf")]
     if not live:
         return []
     pipe = client.pipeline(transaction=False)
@@ -50,7 +46,7 @@ def live_workers_serving(client: RedisClient, keys: Keys, task_type: str) -> lis
     return [
         worker_id
         for worker_id, types in zip(live, served, strict=True)
-        if types is not None and task_type in _text(types).split(",")
+        if types is not None and task_type in as_text(types).split(",")
     ]
 
 

@@ -17,6 +17,7 @@ from taskscale.limits import TypeLimits, parse_limits
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedules import list_schedules
 from taskscale.scheduling.schedules import render as render_schedules
+from taskscale.text import as_text
 
 _CLOCK = "return redis.call('TIME')"
 
@@ -27,10 +28,6 @@ OVERDUE_GRACE_MS = 2000
 #: overdue by more than this is a warning: a stuck or lagging scheduler (a
 #: live one promotes a due task within milliseconds).
 OVERDUE_WARN_S = 30.0
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _int(value: Any) -> int:
@@ -61,7 +58,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     now = server_time(client, keys)
     now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     limits = parse_limits(raw_limits)
-    names = sorted({_text(t) for t in (*members, *active, *idle)} | set(limits))
+    names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits))
     pipe = client.pipeline(transaction=False)
     for name in names:
         for level in range(PRIORITY_LEVELS):
@@ -72,17 +69,17 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         pipe.zrange(keys.delayed(name), 0, 0, withscores=True)  # the earliest due
         pipe.hgetall(keys.stats(name))
     for worker_id, _ in workers:
-        pipe.hgetall(keys.worker(_text(worker_id)))
+        pipe.hgetall(keys.worker(as_text(worker_id)))
     pipe.zrangebyscore(keys.schedulers, now_ms, "+inf")
     pipe.zcount(keys.fanouts_open, now_ms, "+inf")
     *replies, schedulers, open_fanouts = pipe.execute()
     per_type = PRIORITY_LEVELS + 5
-    active_by = {_text(k): _int(v) for k, v in active.items()}
-    idle_by = {_text(k): float(v) for k, v in idle.items()}
+    active_by = {as_text(k): _int(v) for k, v in active.items()}
+    idle_by = {as_text(k): float(v) for k, v in idle.items()}
     types: dict[str, Any] = {}
     for i, name in enumerate(names):
         chunk = replies[i * per_type : (i + 1) * per_type]
-        stats = {_text(k): _int(v) for k, v in chunk[-1].items()}
+        stats = {as_text(k): _int(v) for k, v in chunk[-1].items()}
         types[name] = {
             "queued": sum(chunk[:PRIORITY_LEVELS]),
             "queued_by_priority": list(chunk[:PRIORITY_LEVELS]),
@@ -100,14 +97,14 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         }
     records = replies[len(names) * per_type :]
     live_workers = [
-        _worker(_text(wid), lease, record)
+        _worker(as_text(wid), lease, record)
         for (wid, lease), record in zip(workers, records, strict=True)
     ]
     status: dict[str, Any] = {
         "now": int(now[0]) + int(now[1]) / 1e6,
         "types": types,
         "workers": live_workers,
-        "schedulers": sorted(_text(s) for s in schedulers),
+        "schedulers": sorted(as_text(s) for s in schedulers),
         "schedules": [s.as_dict() for s in list_schedules(client, keys)],
         "open_fanouts": open_fanouts,
     }
@@ -240,7 +237,7 @@ def _limits_cell(limits: dict[str, Any] | None) -> str:
 
 
 def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
-    fields = {_text(k): _text(v) for k, v in record.items()}
+    fields = {as_text(k): as_text(v) for k, v in record.items()}
     try:
         stats = json.loads(fields.get("stats", "{}"))
     except ValueError:

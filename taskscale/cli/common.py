@@ -29,9 +29,10 @@ from taskscale.connection import (
     RedisUnavailable,
     check,
     connect,
-    describe_error,
+    redis_url_from_env,
 )
 from taskscale.dataclass_defaults import REQUIRED, default_of
+from taskscale.errors import describe_error
 from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
@@ -46,7 +47,7 @@ class UsageError(Exception):
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get(REDIS_URL_ENV, DEFAULT_REDIS_URL),
+        default=redis_url_from_env(),
         help=f"Redis URL (env {REDIS_URL_ENV}; default {DEFAULT_REDIS_URL})",
     )
     parser.add_argument(

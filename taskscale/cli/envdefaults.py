@@ -12,6 +12,8 @@ repeatable options (``--import``) take a comma-separated list.
 
 ``taskscale demo`` is left out: it starts its own Redis unless told
 otherwise, and must not pick up an application's ``TASKSCALE_REDIS_URL``.
+``--redis-url`` elsewhere takes ``TASKSCALE_REDIS_URL`` from its own
+definition (:data:`READ_BY_THEIR_DEFINITION`): the variable has one reader.
 
 So are the flags that make a command destroy more or confirm a deletion
 (:data:`COMMAND_LINE_ONLY`): an exported ``TASKSCALE_FORCE=1`` must never
@@ -38,6 +40,12 @@ COMMAND_LINE_ONLY: dict[tuple[str, ...], frozenset[str]] = {
     ("types", "forget"): frozenset({"--force"}),  # deletes the type's ready and delayed tasks
     ("queue", "purge"): frozenset({"--delayed"}),  # deletes the delayed tasks too
 }
+
+#: Options whose own definition reads their variable, through the one function
+#: that owns it -- ``--redis-url``'s default is
+#: ``taskscale.connection.redis_url_from_env()``, the library's reader too --
+#: so they are not read a second time here.
+READ_BY_THEIR_DEFINITION = frozenset({"--redis-url"})
 
 
 def env_name(option: str) -> str:
@@ -66,7 +74,7 @@ def apply_env_defaults(
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs or action.dest in ("help", "version"):
             continue
-        if command_line_only.intersection(longs):
+        if command_line_only.intersection(longs) or READ_BY_THEIR_DEFINITION.intersection(longs):
             continue
         raw = env.get(env_name(longs[0]))
         if raw is None:

@@ -9,7 +9,9 @@ something new -- a scale, another desired count or reason, a problem -- so the
 timeline shows changes, not one identical line per poll.
 
 The scaler's Redis URL may come from a Secret, which only the caller resolves:
-:meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  A
+:meth:`DecisionLog.bind` tells the log where each scaler's Redis is.  Its
+client is the one the controller holds for that URL (the ``clients`` shared
+with the reconciler), not a second connection pool.  A
 scaler whose ``redis.namespace`` lists several namespaces (its types spread
 over shards) records in the *first* of the list (:func:`decisions_keys`); the
 dashboard reads every namespace of the list.  Writing is best effort: a
@@ -27,9 +29,9 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from taskscale.connection import connect
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.outcome import PassOutcome, Reporter
+from taskscale.controller.redis_clients import RedisClients
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
@@ -73,9 +75,17 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
 class DecisionLog:
     """A Reporter that records each pass in Redis and hands it on to ``inner``."""
 
-    def __init__(self, inner: Reporter | None = None, *, cap: int = DECISIONS_CAP) -> None:
+    def __init__(
+        self,
+        inner: Reporter | None = None,
+        *,
+        cap: int = DECISIONS_CAP,
+        clients: RedisClients | None = None,
+    ) -> None:
         self._inner = inner
         self._cap = cap
+        #: One client per Redis URL: pass the reconciler's to share its clients.
+        self._pool = clients or RedisClients()
         self._lock = threading.Lock()
         self._where: dict[str, tuple[RedisClient, Keys]] = {}
         self._script: Script | None = None
@@ -88,7 +98,7 @@ class DecisionLog:
         with self._lock:
             client = self._clients.get(redis_url)
             if client is None:
-                client = self._clients[redis_url] = connect(redis_url)
+                client = self._clients[redis_url] = self._pool.acquire(redis_url)
             self._where[config.key] = (client, decisions_keys(config.redis.key_namespace))
 
     def forget(self, scaler_key: str) -> None:
@@ -138,7 +148,8 @@ class DecisionLog:
 
     def close(self) -> None:
         with self._lock:
-            for client in self._clients.values():
-                client.close()
+            urls = list(self._clients)
             self._clients.clear()
             self._where.clear()
+        for url in urls:
+            self._pool.release(url)

@@ -37,7 +37,7 @@ import redis
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from taskscale.connection import describe_error
+from taskscale.backoff import exponential
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.kube_client import (
@@ -69,6 +69,7 @@ from taskscale.controller.reconciler import (
     ReconcilerSettings,
     RetrySettings,
 )
+from taskscale.controller.redis_clients import RedisClients
 from taskscale.controller.scale_target import DeploymentActuator, make_actuator
 
 # defined here before the status document moved to status_doc.py: the old
@@ -78,8 +79,8 @@ from taskscale.controller.status_doc import (
     merge_conditions,
     observations_status,
 )
-from taskscale.logs import redact
-from taskscale.redis_urls import check_url, mask_url
+from taskscale.errors import describe_error, one_line
+from taskscale.redis_urls import check_url
 
 __all__ = [
     "DELETION_COST",
@@ -141,18 +142,19 @@ class TaskScalerWatcher:
         self._watch: watch.Watch | None = None
 
     def run(self, stop: threading.Event) -> None:
-        backoff = 0.5
+        failures = 0  # in a row: a successful list starts the backoff over
         while not stop.is_set():
             try:
                 version = self._list()
-                backoff = 0.5
+                failures = 0
                 self._watch_from(version, stop)
             except Exception as exc:
                 if stop.is_set():
                     return
-                log.warning("TaskScaler watch failed (%s); retrying in %.1f s", exc, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                delay = exponential(failures, base_s=0.5, cap_s=30.0)
+                failures += 1
+                log.warning("TaskScaler watch failed (%s); retrying in %.1f s", exc, delay)
+                stop.wait(delay)
 
     def stop(self) -> None:
         if self._watch is not None:
@@ -256,12 +258,16 @@ class KubeController:
             identity=identity,
             retry=self.settings.api_retry,
         )
-        self.decisions = DecisionLog(self.reporter)  # and into Redis, for the dashboard
+        # one Redis client per URL, for the passes and the decision log alike
+        clients = RedisClients(timeout_s=self.settings.reconciler.redis_timeout_s)
+        # every pass reported into Redis too, for the dashboard
+        self.decisions = DecisionLog(self.reporter, clients=clients)
         self.reconciler = Reconciler(
             reporter=self.decisions,
             metrics=metrics,
             settings=self.settings.reconciler,
             heartbeat=heartbeat,
+            clients=clients,
         )
         self.watcher = TaskScalerWatcher(
             custom,
@@ -323,7 +329,7 @@ class KubeController:
         except Exception as exc:  # a bug for one object must not stop the others
             log.warning("TaskScaler %s not registered", key, exc_info=True)
             self.reconciler.remove(key)
-            message = f"the controller could not register it: {_one_line(exc, url)}"
+            message = f"the controller could not register it: {one_line(exc, typed=True, url=url)}"
             try:
                 self.reporter.report_invalid(obj, EventReason.REGISTRATION_FAILED, message)
             except Exception as report_exc:  # the API may be the problem: log, go on
@@ -379,15 +385,6 @@ class KubeController:
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         return url
-
-
-def _one_line(exc: BaseException, url: str | None) -> str:
-    """``exc`` as one line for a condition or an Event, passwords masked."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    if url:
-        text = text.replace(url, mask_url(url))
-    return redact(text)
 
 
 def _secret_problem(exc: BaseException) -> str:

@@ -21,7 +21,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.controller.retries import RetrySettings, call_with_retries
+from taskscale.errors import one_line
+from taskscale.retrying import RetrySettings, call_with_retries
 
 T = TypeVar("T")
 
@@ -53,7 +54,7 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
             )
         except (config.ConfigException, OSError, ValueError) as exc:
             raise KubeConfigError(
-                f"cannot use kubeconfig {kubeconfig!r}: {_first_line(exc)}"
+                f"cannot use kubeconfig {kubeconfig!r}: {one_line(exc)}"
             ) from None
         return client.ApiClient(configuration)
     try:
@@ -64,16 +65,11 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
         except config.ConfigException:
             where = os.environ.get("KUBECONFIG") or "~/.kube/config"
             raise KubeConfigError(
-                f"no Kubernetes configuration: {where} is unusable ({_first_line(local)}) "
+                f"no Kubernetes configuration: {where} is unusable ({one_line(local)}) "
                 "and this is not a pod (KUBERNETES_SERVICE_HOST unset); "
                 "pass --kubeconfig or set KUBECONFIG"
             ) from None
     return client.ApiClient(configuration)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def install_crd(

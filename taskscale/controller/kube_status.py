@@ -27,7 +27,6 @@ from taskscale.controller.kube_client import (
 )
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import PassOutcome
-from taskscale.controller.retries import RetrySettings
 from taskscale.controller.status_doc import (
     ConditionType,
     EventReason,
@@ -41,6 +40,7 @@ from taskscale.controller.status_doc import (
     status_differs,
 )
 from taskscale.logs import redact
+from taskscale.retrying import RetrySettings
 
 #: The logger of the controller's Kubernetes side (kube.py shares the name).
 log = logging.getLogger("taskscale.controller.kube")

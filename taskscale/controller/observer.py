@@ -31,12 +31,14 @@ from typing import Any
 import redis
 from redis.client import PubSub
 
+from taskscale.backoff import exponential
 from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -254,19 +256,15 @@ def _int_or_zero(value: Any) -> int:
     return 0 if value is None else int(value)
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
     if len(flat) % 5:
         raise ValueError("worker rows are not 5 fields each")
     rows = (flat[i : i + 5] for i in range(0, len(flat), 5))
     return tuple(
         WorkerObservation(
-            worker_id=_text(wid),
-            pod=_text(pod),
-            types=tuple(t for t in _text(types).split(",") if t),
+            worker_id=as_text(wid),
+            pod=as_text(pod),
+            types=tuple(t for t in as_text(types).split(",") if t),
             threads=int(threads),
             busy=max(0, int(busy)),
         )
@@ -345,19 +343,24 @@ class DemandListener:
         return self._subscribed.wait(timeout)
 
     def _run(self) -> None:
-        delay = self._settings.retry_initial_s
+        failures = 0  # in a row: a confirmed subscription starts the backoff over
         while not self._stop.is_set():
             try:
                 self._listen()
                 return
             except (redis.RedisError, OSError) as exc:
                 if self._had_subscription:
-                    delay = self._settings.retry_initial_s
+                    failures = 0
+                delay = exponential(
+                    failures,
+                    base_s=self._settings.retry_initial_s,
+                    cap_s=self._settings.retry_max_s,
+                )
+                failures += 1
                 log.warning("demand listener: %s; resubscribing in %.1f s", exc, delay)
                 if self._on_error is not None:
                     self._on_error(exc)
                 self._stop.wait(delay)
-                delay = min(delay * 2, self._settings.retry_max_s)
 
     def _listen(self) -> None:
         self._had_subscription = False
@@ -374,7 +377,7 @@ class DemandListener:
                     if int(message["data"]) == len(self._channels):  # all confirmed
                         self._subscribed.set()
                 elif message["type"] == "message":
-                    self._dispatch(_text(message["data"]))
+                    self._dispatch(as_text(message["data"]))
         finally:
             self._subscribed.clear()
             pubsub.close()

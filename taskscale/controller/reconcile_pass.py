@@ -33,11 +33,12 @@ from taskscale.controller.config import ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
-from taskscale.controller.retries import RetrySettings, call_with_retries
 from taskscale.controller.rules import Facts
 from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
 from taskscale.controller.types import Decision, Observation
+from taskscale.errors import one_line
+from taskscale.retrying import RetrySettings, call_with_retries
 
 #: The reconciler's logger (the pass moved out of reconciler.py).
 log = logging.getLogger("taskscale.controller.reconciler")
@@ -97,7 +98,7 @@ class ReconcilePass:
             return result, None
         except redis.RedisError as exc:
             log.warning("observe failed for %s: %s", sorted(requests), exc)
-            return {}, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return {}, one_line(exc, typed=True)
 
     def _pass(
         self, scaler: ScalerState, observation: Observation | None, redis_error: str | None
@@ -112,7 +113,7 @@ class ReconcilePass:
             return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: reading the target failed", config.key)
-            return _replace(base, problem=Problem.SCALE_FAILED, message=_describe(exc))
+            return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         scaler.last_current = current
         decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         self._record(config.key, observation, current, decision)
@@ -133,7 +134,9 @@ class ReconcilePass:
             return _replace(outcome, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: scaling to %d failed", scaler.config.key, decision.desired)
-            return _replace(outcome, problem=Problem.SCALE_FAILED, message=_describe(exc))
+            return _replace(
+                outcome, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True)
+            )
         scaler.last_current = decision.desired
         self._metrics.record_scale(
             scaler.config.key, before=current, after=decision.desired, reason=decision.reason_code
@@ -195,8 +198,3 @@ def _is_stateful_set(config: ScalerConfig) -> bool:
 
 def _replace(outcome: PassOutcome, **changes: object) -> PassOutcome:
     return dataclasses.replace(outcome, **changes)  # type: ignore[arg-type]
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -17,7 +17,8 @@ groups, the demand wake, the run loop and the exponential backoff after a
 failed pass.  *What* a pass does -- observe, decide, act, report, with
 failures contained per scaler -- is reconcile_pass.py; the per-scaler and
 per-group state is scaler_state.py; the outcome and reporter types are
-outcome.py, the short in-pass retries retries.py (all re-exported here).
+outcome.py, the short in-pass retries taskscale/retrying.py (all re-exported
+here).
 
 The reconciler knows nothing about Kubernetes: the actuator and the reporter
 are injected, so ``taskscale demo`` runs the same loop with a local process
@@ -27,12 +28,12 @@ pool and a console reporter.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from taskscale.backoff import equal_jitter, exponential
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.history import History
 from taskscale.controller.metrics import ControllerMetrics
@@ -44,7 +45,7 @@ from taskscale.controller.outcome import (
     TargetNotFound,
 )
 from taskscale.controller.reconcile_pass import ReconcilePass
-from taskscale.controller.retries import RetrySettings, call_with_retries
+from taskscale.controller.redis_clients import DEFAULT_TIMEOUT_S, RedisClients
 from taskscale.controller.scaler_state import (
     GroupKey,
     ScalerGroup,
@@ -53,6 +54,7 @@ from taskscale.controller.scaler_state import (
     open_group,
 )
 from taskscale.controller.types import Actuator
+from taskscale.retrying import RetrySettings, call_with_retries
 
 __all__ = [
     "LoggingReporter",
@@ -73,7 +75,7 @@ log = logging.getLogger(__name__)
 class ReconcilerSettings:
     redis: RetrySettings = field(default_factory=RetrySettings)
     #: Socket timeouts of the Redis clients the reconciler opens.
-    redis_timeout_s: float = 2.0
+    redis_timeout_s: float = DEFAULT_TIMEOUT_S
     #: After a failed pass, the scaler is retried after a delay that starts
     #: here and doubles per consecutive failure (with jitter), up to max.
     error_backoff_initial_s: float = 1.0
@@ -100,9 +102,12 @@ class Reconciler:
         settings: ReconcilerSettings | None = None,
         clock: Callable[[], float] = time.time,
         heartbeat: Callable[[], None] | None = None,
+        clients: RedisClients | None = None,
     ) -> None:
         self.metrics = metrics or ControllerMetrics()
         self._settings = settings or ReconcilerSettings()
+        #: One client per Redis URL, shared with the decision log when given.
+        self._clients = clients or RedisClients(timeout_s=self._settings.redis_timeout_s)
         self._heartbeat = heartbeat
         self._lock = threading.Lock()
         self._scalers: dict[str, ScalerState] = {}
@@ -144,7 +149,7 @@ class Reconciler:
             self.metrics.scalers.set(len(self._scalers))
             self.metrics.add_scaler(config.key, max_replicas=config.policy.max_replicas)
         if stale is not None:
-            close_group(stale)
+            close_group(stale, self._clients)
         self._wake.set()
 
     def remove(self, key: str) -> None:
@@ -156,7 +161,7 @@ class Reconciler:
         if scaler is not None:
             self.metrics.forget_scaler(key, scaler.config.policy.type_names())
         if stale is not None:
-            close_group(stale)
+            close_group(stale, self._clients)
 
     def keys(self) -> list[str]:
         with self._lock:
@@ -183,7 +188,7 @@ class Reconciler:
         listen = self._settings.listen_for_demand
         return open_group(
             group_key,
-            timeout_s=self._settings.redis_timeout_s,
+            clients=self._clients,
             on_demand=(lambda task_type: self._on_demand(group_key, task_type)) if listen else None,
             on_listener_error=lambda exc: self._count_demand_error(group_key),
         )
@@ -252,7 +257,7 @@ class Reconciler:
             self._groups.clear()
             self._scalers.clear()
         for group in groups:
-            close_group(group)
+            close_group(group, self._clients)
 
     def reconcile_due(self) -> float:
         """Run every pass that is due now; return seconds until the next one."""
@@ -282,10 +287,10 @@ class Reconciler:
             scaler.next_due = now + scaler.config.poll_interval_s
             return
         scaler.failures += 1
-        settings = self._settings
-        ceiling = min(
-            settings.error_backoff_max_s,
-            settings.error_backoff_initial_s * 2 ** min(scaler.failures - 1, 30),
+        ceiling = exponential(
+            scaler.failures - 1,
+            base_s=self._settings.error_backoff_initial_s,
+            cap_s=self._settings.error_backoff_max_s,
         )
         # Half fixed, half jitter: scalers failing together do not retry in step.
-        scaler.next_due = now + ceiling * (0.5 + random.random() / 2)
+        scaler.next_due = now + equal_jitter(ceiling)

@@ -42,7 +42,7 @@ from taskscale.controller.kube_client import (
 )
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import TargetNotFound
-from taskscale.controller.retries import RetrySettings
+from taskscale.retrying import RetrySettings
 
 T = TypeVar("T")
 

@@ -3,10 +3,12 @@
 A :class:`ScalerState` is one registered scaler: its config and actuator, the
 policy's history, when its next pass is due and how many passes in a row
 failed.  Scalers that share a Redis and key namespace form a
-:class:`ScalerGroup`: one Redis client, one :class:`Observer` (so the passes
-that fall due together read Redis in one round trip) and one
-:class:`DemandListener`, opened by :func:`open_group` when the first member
-joins and closed by :func:`close_group` when the last one leaves.
+:class:`ScalerGroup`: one :class:`Observer` (so the passes that fall due
+together read Redis in one round trip) and one :class:`DemandListener`,
+opened by :func:`open_group` when the first member joins and closed by
+:func:`close_group` when the last one leaves.  Its Redis client is the one
+the controller holds for the URL (:class:`RedisClients`), shared with the
+other namespaces on that Redis and with the decision log.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import dataclass, field
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.history import History
 from taskscale.controller.observer import DemandListener
+from taskscale.controller.redis_clients import RedisClients
 from taskscale.controller.sharded import AnyObserver, namespace_keys, observer_for
 from taskscale.controller.types import Actuator
-from taskscale.redis_urls import RedisClient, build_client
+from taskscale.redis_urls import RedisClient
 
 #: (redis url, key namespace): the scalers that share it form a group.
 GroupKey = tuple[str, str]
@@ -39,6 +42,7 @@ class ScalerState:
 
 @dataclass
 class ScalerGroup:
+    url: str
     client: RedisClient
     observer: AnyObserver
     listener: DemandListener | None = None
@@ -48,26 +52,29 @@ class ScalerGroup:
 def open_group(
     group_key: GroupKey,
     *,
-    timeout_s: float,
+    clients: RedisClients,
     on_demand: Callable[[str], None] | None,
     on_listener_error: Callable[[BaseException], None],
 ) -> ScalerGroup:
-    """A Redis client and observer for ``group_key``; with ``on_demand``, a
-    started demand listener that calls it with each task type gone non-empty."""
+    """An observer for ``group_key`` on the URL's client from ``clients``; with
+    ``on_demand``, a started demand listener that calls it with each task type
+    gone non-empty."""
     url, key_namespace = group_key
-    client = build_client(  # a cluster reads its slot map here
-        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, health_check_interval=30
-    )
-    keys = namespace_keys(key_namespace)  # several when types are spread over shards
-    group = ScalerGroup(client=client, observer=observer_for(client, key_namespace))
+    client = clients.acquire(url)  # a cluster reads its slot map here
+    try:
+        keys = namespace_keys(key_namespace)  # several when types are spread over shards
+        group = ScalerGroup(url=url, client=client, observer=observer_for(client, key_namespace))
+    except BaseException:
+        clients.release(url)
+        raise
     if on_demand is not None:
         group.listener = DemandListener(client, keys, on_demand, on_error=on_listener_error)
         group.listener.start()
     return group
 
 
-def close_group(group: ScalerGroup) -> None:
-    """Stop the group's demand listener and close its Redis client."""
+def close_group(group: ScalerGroup, clients: RedisClients) -> None:
+    """Stop the group's demand listener and let go of its Redis client."""
     if group.listener is not None:
         group.listener.stop()
-    group.client.close()
+    clients.release(group.url)

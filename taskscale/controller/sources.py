@@ -59,6 +59,7 @@ from taskscale.keys import (
 )
 from taskscale.luascripts import script_source
 from taskscale.redis_urls import RedisClient
+from taskscale.text import as_text
 
 #: Most entries of kombu's unacked hash read per pass; a larger hash is
 #: sampled and the counts scaled (each entry is a whole message: reading
@@ -119,7 +120,11 @@ class SourceReader:
                 at=int(seconds) + int(micros) / 1e6,
                 types=types,
                 processes=tuple(
-                    (_text(pid), _text(pod), tuple(_text(n) for n in names))
+                    (
+                        as_text(pid, errors="replace"),
+                        as_text(pod, errors="replace"),
+                        tuple(as_text(n, errors="replace") for n in names),
+                    )
                     for pid, pod, names in processes
                 ),
             )
@@ -137,10 +142,6 @@ def _keys_of(source: TypeSource) -> tuple[list[str], list[str], list[str]]:
     if source.kind == LIST:
         return list(source.queues), [], []
     raise ValueError(f"unknown source {source.kind!r}")
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def tracked_workers(

@@ -33,6 +33,7 @@ from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 from taskscale.shards import ShardMap
+from taskscale.text import as_text
 
 #: "Due soon" on the overview: delayed tasks due within this many ms.
 DUE_SOON_MS = 60_000
@@ -43,10 +44,6 @@ FANOUT_SCAN_LIMIT = 100_000
 SUMMED = (*status.SUMMED, "due_soon", "claimed", "wait_ms", "service_ms", "dead_lettered")
 
 View = TypeVar("View")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _merged(
@@ -304,7 +301,7 @@ def _fanouts_in(client: RedisClient, keys: Keys, *, limit: int) -> list[dict[str
     pattern = keys.fanout("*").replace("{", "\\{").replace("}", "\\}")
     found: list[str] = []
     for examined, key in enumerate(client.scan_iter(match=pattern, count=1000, _type="hash"), 1):
-        name = _text(key)
+        name = as_text(key)
         if not name.endswith((":pending", ":done")):
             found.append(name)
         if len(found) >= limit or examined >= FANOUT_SCAN_LIMIT:
@@ -315,7 +312,7 @@ def _fanouts_in(client: RedisClient, keys: Keys, *, limit: int) -> list[dict[str
     out = []
     prefix = keys.fanout("")
     for key, raw in zip(found, pipe.execute() if found else [], strict=True):
-        h = {_text(k): _text(v) for k, v in raw.items()}
+        h = {as_text(k): as_text(v) for k, v in raw.items()}
         try:
             total, running = int(h["total"]), int(h["running"])
             succeeded, failed = int(h["succeeded"]), int(h["failed"])

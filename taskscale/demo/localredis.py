@@ -19,6 +19,8 @@ from types import TracebackType
 
 import redis
 
+from taskscale.connection import ConnectionSettings, connect
+
 
 @dataclass(frozen=True)
 class LocalRedisSettings:
@@ -40,7 +42,7 @@ class LocalRedis:
     """One ``redis-server`` child process.  Use as a context manager::
 
     with LocalRedis() as server:
-        client = redis.Redis.from_url(server.url)
+        client = connect(server.url)
     """
 
     def __init__(self, settings: LocalRedisSettings | None = None) -> None:
@@ -100,7 +102,7 @@ class LocalRedis:
     def _wait_ready(self) -> None:
         assert self._process is not None
         deadline = time.monotonic() + self._settings.start_timeout_s
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        client = connect(ConnectionSettings(self.url, connect_timeout_s=0.2))
         try:
             while True:
                 try:

@@ -38,11 +38,13 @@ from typing import Any
 
 import redis
 
+from taskscale.connection import ConnectionSettings, connect
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
+from taskscale.controller.redis_clients import RedisClients
 from taskscale.demo.load import (
     EXAMPLES_MODULE,
     TASK_TYPE,
@@ -71,6 +73,7 @@ from taskscale.demo.table import Table, reason_text
 from taskscale.keys import Keys
 from taskscale.logs import configure_logging
 from taskscale.producer import Producer
+from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.scheduler import Scheduler
 from taskscale.signals import STOP_SIGNALS, on_stop_signals
 
@@ -144,7 +147,7 @@ def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = N
     with contextlib.ExitStack() as stack:
         url = settings.redis_url or stack.enter_context(LocalRedis()).url
         log_dir = settings.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        client = redis.Redis.from_url(url, socket_timeout=5)
+        client = connect(ConnectionSettings(url, socket_timeout_s=5.0, client_retries=True))
         stack.callback(client.close)
         keys = Keys(settings.namespace)
         completed_before = _completed(client, keys)
@@ -205,7 +208,7 @@ def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPool
     )
 
 
-def _start_scheduler(stack: contextlib.ExitStack, client: redis.Redis, keys: Keys) -> None:
+def _start_scheduler(stack: contextlib.ExitStack, client: RedisClient, keys: Keys) -> None:
     scheduler = Scheduler(client, keys=keys)
     thread = threading.Thread(target=scheduler.run, name="demo-scheduler", daemon=True)
     thread.start()
@@ -224,9 +227,11 @@ def _start_reconciler(
     pool: LocalPool,
     reporter: ConsoleReporter,
 ) -> Reconciler:
-    decisions = DecisionLog(reporter)  # the dashboard's scaling timeline reads them
+    loop = ReconcilerSettings(max_sleep_s=0.5)
+    clients = RedisClients(timeout_s=loop.redis_timeout_s)  # one for both
+    decisions = DecisionLog(reporter, clients=clients)  # the dashboard's scaling timeline
     stack.callback(decisions.close)
-    reconciler = Reconciler(reporter=decisions, settings=ReconcilerSettings(max_sleep_s=0.5))
+    reconciler = Reconciler(reporter=decisions, settings=loop, clients=clients)
     config = ScalerConfig(
         name="demo",
         namespace="local",
@@ -271,7 +276,7 @@ def _drive(
     return samples, False
 
 
-def _completed(client: redis.Redis, keys: Keys) -> int:
+def _completed(client: RedisClient, keys: Keys) -> int:
     obs = Observer(client, keys).observe({"demo": ObserveRequest((TASK_TYPE,), 0)})
     return obs["demo"].types[TASK_TYPE].completed_total
 

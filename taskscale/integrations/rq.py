@@ -35,8 +35,9 @@ from typing import Any
 
 import redis
 
+from taskscale.connection import redis_url_from_env
 from taskscale.integrations.process import ProcessTracker, TrackingSettings
-from taskscale.redis_urls import RedisClient
+from taskscale.redis_urls import RedisClient, node_client
 from taskscale.tracking import DEFAULT_LEASE_S
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ class _TrackingMixin:
                 raise ValueError(f"{TASK_TYPE_ENV}={rule!r}: use one of {sorted(_RULES)}")
             self._taskscale_rule = rule if callable(rule) else _RULES[rule]
             lease = self.taskscale_lease_s or float(os.environ.get(LEASE_ENV) or DEFAULT_LEASE_S)
-            url = self.taskscale_redis_url or os.environ.get("TASKSCALE_REDIS_URL")
+            url = redis_url_from_env(self.taskscale_redis_url, default=None)
             settings = TrackingSettings(url, self.taskscale_namespace, lease)
             factory = None if url else self._taskscale_own_client
             self._taskscale = ProcessTracker(settings, client_factory=factory)
@@ -158,12 +159,7 @@ class _TrackingMixin:
 
     def _taskscale_own_client(self) -> RedisClient:
         """A client on the worker's Redis with a pool of its own (the horse forks)."""
-        pool = self.connection.connection_pool
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            )
-        )
+        return node_client(self.connection, single_connection=False)
 
     def _taskscale_type(self, process: ProcessTracker, job: Any, queue: Any) -> str | None:
         try:

@@ -41,10 +41,10 @@ import redis
 
 from taskscale import checks
 from taskscale.alarm import Alarm as _Alarm
-from taskscale.connection import TRANSIENT_ERRORS, retrying
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient, node_client
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.scheduling.schedules import advance_due
 
 if TYPE_CHECKING:

@@ -38,6 +38,7 @@ from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.producer import default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedule_times import Timing, following, timing
+from taskscale.text import as_text
 
 log = logging.getLogger("taskscale.scheduling.schedules")
 
@@ -134,7 +135,7 @@ class Schedules:
         found = self.get(name)
         if found is None:  # removed by someone else in between
             raise LookupError(f"schedule {name} was removed while being added")
-        return _text(outcome), found
+        return as_text(outcome), found
 
     def get(self, name: str) -> ScheduleInfo | None:
         check_schedule_name(name)
@@ -164,7 +165,7 @@ class Schedules:
         reply = _script(self.redis, "schedule_control")(
             keys=[self.keys.schedules], args=[self.keys.prefix, name, mode], client=self.redis
         )
-        return _text(reply)
+        return as_text(reply)
 
 
 def schedule(
@@ -204,7 +205,7 @@ def schedule(
 
 def list_schedules(client: RedisClient, keys: Keys) -> list[ScheduleInfo]:
     """Every schedule of the namespace, sorted by name (one pipelined read)."""
-    names = sorted(_text(n) for n in client.zrange(keys.schedules, 0, -1))
+    names = sorted(as_text(n) for n in client.zrange(keys.schedules, 0, -1))
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.hgetall(keys.schedule(name))
@@ -227,7 +228,7 @@ def advance_due(
         seconds, micros = client.eval("return redis.call('TIME')", 1, keys.schedules)
         now_ms = int(seconds) * 1000 + int(micros) // 1000
     if names is None:
-        names = [_text(n) for n in client.zrangebyscore(keys.schedules, "-inf", now_ms, 0, limit)]
+        names = [as_text(n) for n in client.zrangebyscore(keys.schedules, "-inf", now_ms, 0, limit)]
     if not names:
         return []
     pipe = client.pipeline(transaction=False)
@@ -286,7 +287,7 @@ def render(found: list[dict[str, Any]], *, now_s: float) -> list[str]:
 
 
 def _info(name: str, record: Mapping[bytes | str, bytes | str]) -> ScheduleInfo | None:
-    fields = {_text(k): _text(v) for k, v in record.items()}
+    fields = {as_text(k): as_text(v) for k, v in record.items()}
     if "type" not in fields:
         return None
     error = fields.get("error", "")
@@ -330,7 +331,3 @@ def _loads(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("the task template is not a JSON object")
     return value
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

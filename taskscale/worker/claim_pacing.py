@@ -30,6 +30,7 @@ import redis
 from taskscale.alarm import Alarm
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient, node_client
+from taskscale.text import as_text
 
 #: Waits this short are plain sleeps (not worth an unblock).
 SPIN_S = 0.004
@@ -63,7 +64,7 @@ class ClaimPacer:
 
     def header(self, reply: Sequence[Any]) -> int:
         """Note the held-back types of an "ok" claim reply; return where its tasks start."""
-        text = reply[2].decode() if isinstance(reply[2], bytes) else str(reply[2])
+        text = as_text(reply[2])
         now = time.monotonic()
         held: dict[str, float] = {}
         for item in filter(None, text.split(",")):

@@ -21,13 +21,14 @@ in-flight hash with what it holds and returns the difference
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 
 import redis
 
-from taskscale.connection import TRANSIENT_ERRORS, retrying
+from taskscale.backoff import exponential, spread
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
+from taskscale.text import as_text
 from taskscale.worker.execution import Claimed
 from taskscale.worker.gathering import CLAIM_GATHER_S, Gather
 from taskscale.worker.shared import Shared
@@ -122,7 +123,7 @@ class Claimer:
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
         if self._metrics is not None:
             self._metrics.redis_errors.inc()
-        delay = min(5.0, 0.05 * 2**failures) * random.uniform(0.8, 1.2)
+        delay = spread(exponential(failures, base_s=0.05, cap_s=5.0), 0.2)
         log.warning(
             "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
         )
@@ -135,7 +136,7 @@ class Claimer:
         def orphans() -> int:
             with self._lock:
                 held = self.redis.hkeys(self._inflight_key)
-                lost = self._tally.not_held(_text(i) for i in held)
+                lost = self._tally.not_held(as_text(i) for i in held)
                 return int(self._requeue("some", lost)) if lost else 0
 
         moved = retrying(orphans, give_up_when=self._stopping.is_set)
@@ -143,7 +144,3 @@ class Claimer:
             log.warning(
                 "worker %s: returned %d task(s) from a lost claim reply", self.worker_id, moved
             )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -28,7 +28,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import random
 import threading
 import time
 import traceback
@@ -38,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from taskscale import envelope
+from taskscale.backoff import exponential, spread
 from taskscale.context import TaskContext, enter, leave
 from taskscale.logs import enter_task_fields, leave_task_fields, task_fields
 from taskscale.metrics import WorkerMetrics
@@ -61,9 +61,10 @@ class RetryPolicy:
     jitter: float = 0.1  # fraction of the delay
 
     def backoff_ms(self, attempts: int) -> int:
-        delay = min(self.cap_s, self.base_s * self.factor ** min(attempts, 64))
-        delay *= 1 + random.uniform(-self.jitter, self.jitter)
-        return max(1, round(delay * 1000))
+        capped = exponential(
+            min(attempts, 64), base_s=self.base_s, cap_s=self.cap_s, factor=self.factor
+        )
+        return max(1, round(spread(capped, self.jitter) * 1000))
 
     def for_task(self, options: Resolved, attempts: int) -> int:
         """The backoff before the next attempt under a task's own options: its

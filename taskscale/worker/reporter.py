@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 from taskscale.catalog import CatalogPublisher
-from taskscale.connection import TRANSIENT_ERRORS, retrying
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.execution import Outcome
 from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
 from taskscale.worker.shared import Shared

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from taskscale.catalog import CatalogPublisher
-from taskscale.connection import describe_error
+from taskscale.errors import describe_error
 from taskscale.health import METRICS_HOST, HealthState, MetricsServer
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields

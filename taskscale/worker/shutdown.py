@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
-from taskscale.connection import TRANSIENT_ERRORS, retrying
+from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.shared import Shared
 
 log = logging.getLogger("taskscale.worker")

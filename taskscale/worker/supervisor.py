@@ -57,11 +57,14 @@ from dataclasses import dataclass
 
 import redis
 
+from taskscale.backoff import exponential
 from taskscale.cli.envdefaults import env_name
-from taskscale.connection import REDIS_URL_ENV, connect, describe_error, retrying
+from taskscale.connection import REDIS_URL_ENV, connect
+from taskscale.errors import describe_error
 from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
 from taskscale.redis_urls import RedisClient
+from taskscale.retrying import retrying
 from taskscale.shards import ShardMap
 from taskscale.signals import on_stop_signals
 from taskscale.worker.settings import default_worker_id
@@ -85,7 +88,7 @@ class RestartPolicy:
 
     def delay(self, crashes: int) -> float:
         """Seconds before restarting a child after its ``crashes``-th crash in a row."""
-        return float(min(self.max_s, self.first_s * 2 ** max(0, crashes - 1)))
+        return exponential(crashes - 1, base_s=self.first_s, cap_s=self.max_s)
 
 
 def child_id(base: str, index: int, generation: int) -> str:
