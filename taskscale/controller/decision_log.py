@@ -25,13 +25,12 @@ import threading
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from taskscale.connection import connect
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.keys import Keys
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
 
@@ -78,7 +77,6 @@ class DecisionLog:
         self._cap = cap
         self._lock = threading.Lock()
         self._where: dict[str, tuple[RedisClient, Keys]] = {}
-        self._script: Script | None = None
         self._clients: dict[str, RedisClient] = {}
         self._last: dict[str, tuple[Any, ...]] = {}
         self._failing: set[str] = set()
@@ -128,9 +126,7 @@ class DecisionLog:
     ) -> None:
         client, keys = where
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        if self._script is None:  # a Script object works with any client (EVALSHA)
-            self._script = client.register_script(script_source("scaler_report"))
-        self._script(
+        bound_script(client, "scaler_report")(
             keys=[keys.scalers, keys.scaler(key), keys.decisions(key)],
             args=[key, text, text if new else "", self._cap, KEEP_MS],
             client=client,
