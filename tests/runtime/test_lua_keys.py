@@ -65,11 +65,9 @@ def tokens(source: str) -> list[Tok]:
         m = _TOKEN.match(source, at)
         assert m, f"cannot read Lua at {source[at : at + 40]!r}"
         at = m.end()
-        kind = m.lastgroup or ""
-        if kind in ("space", "comment", "eq"):
-            continue
         if m.group("comment") is not None or m.group("space") is not None:
             continue
+        kind = next(k for k in ("string", "number", "name", "op") if m.group(k) is not None)
         out.append(Tok(kind, m.group(kind)))
     out.append(Tok("eof", ""))
     return out
