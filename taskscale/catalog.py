@@ -30,7 +30,7 @@ from redis.commands.core import Script
 from taskscale.keys import Keys
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
-from taskscale.status import server_time
+from taskscale.server_clock import server_time
 from taskscale.tasks import TaskFunction, TaskRegistry
 from taskscale.text import as_text
 
@@ -181,7 +181,7 @@ def read_catalog(client: RedisClient, keys: Keys) -> dict[str, Any]:
     pipe.smembers(keys.types)
     members, enqueued_raw = pipe.execute()
     now = server_time(client, keys)
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = now.ms
     live = sorted(as_text(w) for w, lease in members if lease > now_ms)
     pipe = client.pipeline(transaction=False)
     for worker_id in live:
@@ -205,7 +205,7 @@ def read_catalog(client: RedisClient, keys: Keys) -> dict[str, Any]:
         merged["variants"] = len(shapes.get(name, ()))
     ordered = {name: types[name] for name in sorted(types)}
     unserved = [n for n, t in ordered.items() if t["enqueued"] and not t["served"]]
-    return {"now": int(now[0]) + int(now[1]) / 1e6, "types": ordered, "unserved": unserved}
+    return {"now": now.unix_s, "types": ordered, "unserved": unserved}
 
 
 def _entries(raw: Any) -> list[tuple[str, dict[str, Any]]]:

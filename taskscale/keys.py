@@ -94,6 +94,56 @@ def parse_priority(value: int | str) -> int:
     return value
 
 
+#: Every key of a namespace (and its demand channel) after the ``{ns}:``
+#: prefix, by the :class:`Keys` member that names it: fixed text, and the
+#: ``<parts>`` a caller fills in.  Keys builds every name from this table, and
+#: tests/runtime/test_lua_keys.py checks that every Lua script builds only
+#: these shapes (docs/schema.md, "Keys", describes each).
+KEY_SHAPES: dict[str, str] = {
+    # per-deployment hashes, sets and lists
+    "active": "ACTIVE_TASKS",
+    "idle_since": "IDLE_SINCE",
+    "types": "types",
+    "workers": "workers",
+    "demand_channel": "demand",
+    "scheduler_wake": "wake:scheduler",
+    "schedulers": "schedulers",
+    "schedules": "schedules",
+    "schedule": "schedule:<name>",
+    "limits": "limits",
+    "tracked_processes": "track:processes",
+    "tracked_pods": "track:pods",
+    # per task type
+    "queue": "q:<type>:<priority>",
+    "delayed": "delayed:<type>",
+    "dead": "dead:<type>",
+    "stats": "stats:<type>",
+    "wake": "wake:<type>",
+    "rate_bucket": "bucket:<type>",
+    "unique": "unique:<key>",
+    # scaling decisions (written by the controller, read by the dashboard)
+    "scalers": "scalers",
+    "scaler": "scaler:<scaler>",
+    "decisions": "decisions:<scaler>",
+    # per worker, task or tracked process
+    "worker": "worker:<worker>",
+    "catalog": "catalog:<worker>",
+    "cancel": "cancel:<id>",
+    "inflight": "inflight:<worker>",
+    "tracked_inflight": "track:inflight:<process>",
+    # RPC and fan-out
+    "reply": "reply:<id>",
+    "fanout": "fanout:<fanout>",
+    "fanout_pending": "fanout:<fanout>:pending",
+    "fanout_done": "fanout:<fanout>:done",
+    "fanout_results": "fanout:<fanout>:results",
+    "fanouts_open": "fanouts:open",
+}
+
+#: KEY_SHAPES as str.format templates ("q:{type}:{priority}").
+_TEMPLATES = {member: re.sub(r"<(\w+)>", r"{\1}", shape) for member, shape in KEY_SHAPES.items()}
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key names for one namespace.  ``Keys("taskscale").active`` is
@@ -123,74 +173,78 @@ class Keys:
     def prefix(self) -> str:
         return "{" + self.namespace + "}:"
 
+    def _key(self, member: str, **parts: object) -> str:
+        """The name of KEY_SHAPES[member] in this namespace, its parts filled in."""
+        return self.prefix + _TEMPLATES[member].format(**parts)
+
     # --- per-deployment hashes and sets ------------------------------------
     @property
     def active(self) -> str:
         """HASH type -> number of tasks of that type running now."""
-        return self.prefix + "ACTIVE_TASKS"
+        return self._key("active")
 
     @property
     def idle_since(self) -> str:
         """HASH type -> unix seconds (decimal, ms precision) the last task finished."""
-        return self.prefix + "IDLE_SINCE"
+        return self._key("idle_since")
 
     @property
     def types(self) -> str:
         """SET of every task type ever enqueued (the scheduler and status read it)."""
-        return self.prefix + "types"
+        return self._key("types")
 
     @property
     def workers(self) -> str:
         """ZSET worker id -> lease expiry (unix ms, Redis clock); the reaper takes expired ones."""
-        return self.prefix + "workers"
+        return self._key("workers")
 
     @property
     def demand_channel(self) -> str:
         """Pub/sub channel: the type name is published when its ready queue
         goes from empty to non-empty (the controller's scale-from-zero wake)."""
-        return self.prefix + "demand"
+        return self._key("demand_channel")
 
     @property
     def scheduler_wake(self) -> str:
         """LIST of tokens that wake sleeping schedulers when an earlier task is scheduled."""
-        return self.prefix + "wake:scheduler"
+        return self._key("scheduler_wake")
 
     @property
     def schedulers(self) -> str:
         """ZSET scheduler id -> lease expiry (unix ms, Redis clock) of live schedulers."""
-        return self.prefix + "schedulers"
+        return self._key("schedulers")
 
     @property
     def schedules(self) -> str:
         """ZSET schedule name -> unix ms its next occurrence is due (+inf while
         paused or broken): a scheduler materializes the following one when due."""
-        return self.prefix + "schedules"
+        return self._key("schedules")
 
     def schedule(self, name: str) -> str:
         """HASH definition and state of a periodic schedule (see docs/schema.md)."""
-        return f"{self.prefix}schedule:{name}"
+        return self._key("schedule", name=name)
 
     @property
     def limits(self) -> str:
         """HASH type -> JSON flow-control limits of that type (rate, concurrency)."""
-        return self.prefix + "limits"
+        return self._key("limits")
 
     @property
     def tracked_processes(self) -> str:
         """ZSET process id -> lease expiry (unix ms, Redis clock) of the processes
         that report tasks through taskscale.tracking (Celery, RQ, any code)."""
-        return self.prefix + "track:processes"
+        return self._key("tracked_processes")
 
     @property
     def tracked_pods(self) -> str:
         """HASH process id -> the pod (``POD_NAME``, else host name) a tracked
         process runs in, so the controller can tell which pods are busy."""
-        return self.prefix + "track:pods"
+        return self._key("tracked_pods")
 
     # --- per task type ------------------------------------------------------
     def queue(self, task_type: str, priority: int = DEFAULT_PRIORITY) -> str:
         """LIST of envelopes ready to run: RPUSH to enqueue, LPOP to claim."""
-        return f"{self.prefix}q:{task_type}:{priority}"
+        return self._key("queue", type=task_type, priority=priority)
 
     def queues(self, task_type: str) -> list[str]:
         """The ready lists of a type, most urgent first."""
@@ -198,89 +252,89 @@ class Keys:
 
     def delayed(self, task_type: str) -> str:
         """ZSET envelope -> due time (unix ms)."""
-        return f"{self.prefix}delayed:{task_type}"
+        return self._key("delayed", type=task_type)
 
     def dead(self, task_type: str) -> str:
         """LIST of dead-letter records (JSON: envelope, error, failed_ms)."""
-        return f"{self.prefix}dead:{task_type}"
+        return self._key("dead", type=task_type)
 
     def stats(self, task_type: str) -> str:
         """HASH of monotonically increasing counters of a type."""
-        return f"{self.prefix}stats:{task_type}"
+        return self._key("stats", type=task_type)
 
     def wake(self, task_type: str) -> str:
         """LIST of wake-up tokens idle workers BLPOP on (capped length)."""
-        return f"{self.prefix}wake:{task_type}"
+        return self._key("wake", type=task_type)
 
     def rate_bucket(self, task_type: str) -> str:
         """HASH token-bucket state of a rate-limited type (tokens, ms); expires when full."""
-        return f"{self.prefix}bucket:{task_type}"
+        return self._key("rate_bucket", type=task_type)
 
     def unique(self, unique_key: str) -> str:
         """STRING task id holding a unique key (no TTL while the task is live)."""
-        return f"{self.prefix}unique:{unique_key}"
+        return self._key("unique", key=unique_key)
 
     # --- scaling decisions (written by the controller, read by the dashboard) ---
     @property
     def scalers(self) -> str:
         """ZSET scaler key ("namespace/name") -> unix ms of its last reported pass."""
-        return self.prefix + "scalers"
+        return self._key("scalers")
 
     def scaler(self, scaler_key: str) -> str:
         """STRING JSON: the last pass of a scaler (current, desired, sentence...)."""
-        return f"{self.prefix}scaler:{scaler_key}"
+        return self._key("scaler", scaler=scaler_key)
 
     def decisions(self, scaler_key: str) -> str:
         """LIST of JSON decisions of a scaler, newest first, capped."""
-        return f"{self.prefix}decisions:{scaler_key}"
+        return self._key("decisions", scaler=scaler_key)
 
     # --- per worker ---------------------------------------------------------
     def worker(self, worker_id: str) -> str:
         """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""
-        return f"{self.prefix}worker:{worker_id}"
+        return self._key("worker", worker=worker_id)
 
     def catalog(self, worker_id: str) -> str:
         """HASH ``digest``, ``doc`` (JSON): the task catalog worker W serves, TTL = lease."""
-        return f"{self.prefix}catalog:{worker_id}"
+        return self._key("catalog", worker=worker_id)
 
     def cancel(self, task_id: str) -> str:
         """STRING set (with a TTL) while a running task is asked to stop (taskscale.cancel)."""
-        return f"{self.prefix}cancel:{task_id}"
+        return self._key("cancel", id=task_id)
 
     def inflight(self, worker_id: str) -> str:
         """HASH task id -> envelope of the tasks a worker has claimed and not finished."""
-        return f"{self.prefix}inflight:{worker_id}"
+        return self._key("inflight", worker=worker_id)
 
     def tracked_inflight(self, process_id: str) -> str:
         """HASH task id -> type of the tasks a tracked process runs now (its lease)."""
-        return f"{self.prefix}track:inflight:{process_id}"
+        return self._key("tracked_inflight", process=process_id)
 
     # --- RPC and fan-out ----------------------------------------------------
     def reply(self, task_id: str) -> str:
         """LIST the worker pushes an RPC task's JSON result or error to (with a TTL)."""
-        return f"{self.prefix}reply:{task_id}"
+        return self._key("reply", id=task_id)
 
     def fanout(self, fanout_id: str) -> str:
         """HASH state of a fan-out request (total, limit, running, succeeded, failed)."""
-        return f"{self.prefix}fanout:{fanout_id}"
+        return self._key("fanout", fanout=fanout_id)
 
     def fanout_pending(self, fanout_id: str) -> str:
         """LIST of a fan-out request's sub-task envelopes not yet released to the queue."""
-        return f"{self.prefix}fanout:{fanout_id}:pending"
+        return self._key("fanout_pending", fanout=fanout_id)
 
     def fanout_done(self, fanout_id: str) -> str:
         """LIST the completion notice of a fan-out request is pushed to (with a TTL)."""
-        return f"{self.prefix}fanout:{fanout_id}:done"
+        return self._key("fanout_done", fanout=fanout_id)
 
     def fanout_results(self, fanout_id: str) -> str:
         """HASH sub-task position -> its JSON result or error (fan-outs that collect)."""
-        return f"{self.prefix}fanout:{fanout_id}:results"
+        return self._key("fanout_results", fanout=fanout_id)
 
     @property
     def fanouts_open(self) -> str:
         """ZSET streamed fan-out id -> unix ms its open state expires, while open
         (not yet closed): what ``taskscale status`` counts."""
-        return self.prefix + "fanouts:open"
+        return self._key("fanouts_open")
 
 
 # --- keys of other task queues, read (never written) by the controller's sources ---

@@ -3,9 +3,12 @@
 Each change of queue state (enqueue, claim, complete, fail, requeue,
 promote, reap, heartbeat) is one script in ``taskscale/scripts/*.lua`` so it
 is atomic: a crash between two Redis commands cannot lose a task or skew a
-counter.  The files are read once per process; each client gets
-``register_script`` objects, which call EVALSHA and load the script again
-by themselves after a Redis restart (NOSCRIPT).
+counter.  This module is the only one that reads, registers or evaluates
+script text: every caller gets its scripts from :func:`bound_script` (or
+:func:`scripts_for`, the runtime's scripts as attributes), one
+``register_script`` object per script and client.  The files are read once
+per process; a script object calls EVALSHA and loads the script again by
+itself after a Redis restart or ``SCRIPT FLUSH`` (NOSCRIPT).
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ SCRIPT_NAMES = (
 
 
 #: A line ``--! include lib/<name>.lua`` is replaced by that file's text, so
-#: logic two scripts share (fan-out accounting) is written once; Redis still
-#: receives one self-contained script.
+#: logic several scripts share (the clock, stamping, fan-out accounting) is
+#: written once; Redis still receives one self-contained script.  A library
+#: is inlined once per script: a second include of it (a library including
+#: another the script includes too) is left out.
 _INCLUDE = re.compile(r"^--! include (lib/[a-z_]+\.lua)[ \t]*$", re.MULTILINE)
 
 
@@ -44,22 +49,50 @@ def _read(relative: str) -> str:
     return (resources.files("taskscale") / "scripts" / relative).read_text(encoding="utf-8")
 
 
-def _expand(text: str, depth: int = 0) -> str:
-    """``text`` with its include lines replaced (a library may include another)."""
-    if depth > 4:
-        raise ValueError("Lua includes nested more than 4 deep (a cycle?)")
-    return _INCLUDE.sub(lambda m: _expand(_read(m.group(1)).rstrip("\n"), depth + 1), text)
+def expand_includes(text: str) -> str:
+    """``text`` with its include lines replaced, each library once (a library
+    may include another).  Public for tests and tools that build a script."""
+    done: set[str] = set()
+
+    def expand(text: str, depth: int) -> str:
+        if depth > 4:
+            raise ValueError("Lua includes nested more than 4 deep (a cycle?)")
+
+        def inline(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in done:
+                return f"-- ({name}: inlined above)"
+            done.add(name)
+            return expand(_read(name).rstrip("\n"), depth + 1)
+
+        return _INCLUDE.sub(inline, text)
+
+    return expand(text, 0)
 
 
 @cache
 def script_source(name: str) -> str:
     """The text of ``taskscale/scripts/<name>.lua`` with its includes expanded."""
-    return _expand(_read(f"{name}.lua"))
+    return expand_includes(_read(f"{name}.lua"))
+
+
+_bound: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
+
+
+def bound_script(client: RedisClient, name: str) -> Script:
+    """``taskscale/scripts/<name>.lua`` registered on ``client`` once (EVALSHA,
+    reloaded after NOSCRIPT): every script of every caller comes from here."""
+    found = _bound.setdefault(client, {})
+    script = found.get(name)
+    if script is None:
+        script = found[name] = client.register_script(script_source(name))
+    return script
 
 
 @dataclass(frozen=True)
 class Scripts:
-    """The runtime's scripts registered on one client."""
+    """The runtime's scripts registered on one client, as attributes: the
+    worker calls claim / complete / fail per batch, with no lookup."""
 
     enqueue: Script
     claim: Script
@@ -76,24 +109,10 @@ _registered: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary
 
 
 def scripts_for(client: RedisClient) -> Scripts:
-    """The scripts bound to ``client``, registered on first use."""
+    """The runtime's scripts bound to ``client`` (the objects :func:`bound_script`
+    gives), gathered on first use."""
     found = _registered.get(client)
     if found is None:
-        found = Scripts(
-            **{name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
-        )
+        found = Scripts(**{name: bound_script(client, name) for name in SCRIPT_NAMES})
         _registered[client] = found
     return found
-
-
-_bound: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
-
-
-def bound_script(client: RedisClient, name: str) -> Script:
-    """``taskscale/scripts/<name>.lua`` registered on ``client`` once (EVALSHA,
-    reloaded after NOSCRIPT): the scripts outside :class:`Scripts` -- admin,
-    cancel, fan-out, catalog, limits, schedules -- share this one cache."""
-    found = _bound.setdefault(client, {})
-    if name not in found:
-        found[name] = client.register_script(script_source(name))
-    return found[name]

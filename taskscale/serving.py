@@ -24,6 +24,7 @@ import redis
 from taskscale.admin import LookupLimitReached, task_info
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
+from taskscale.server_clock import server_time
 from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,7 @@ EXPLAIN_LOOKUP_LIMIT = 50_000
 
 def live_workers_serving(client: RedisClient, keys: Keys, task_type: str) -> list[str]:
     """Ids of the workers whose lease is live and that serve ``task_type``."""
-    seconds, micros = client.time()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    now_ms = server_time(client, keys).ms
     live = [as_text(w) for w in client.zrangebyscore(keys.workers, now_ms, "+inf")]
     if not live:
         return []
@@ -91,8 +91,7 @@ def _explain(client: RedisClient, keys: Keys, task_id: str, task_type: str | Non
 
 
 def _schedulers(client: RedisClient, keys: Keys) -> str:
-    seconds, micros = client.time()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    now_ms = server_time(client, keys).ms
     if client.zcount(keys.schedulers, now_ms, "+inf"):
         return "a scheduler is alive and promotes it when it is due"
     return "no scheduler is alive, so it never becomes ready: run `taskscale scheduler`"

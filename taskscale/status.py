@@ -17,9 +17,8 @@ from taskscale.limits import TypeLimits, parse_limits
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedules import list_schedules
 from taskscale.scheduling.schedules import render as render_schedules
+from taskscale.server_clock import server_time
 from taskscale.text import as_text
-
-_CLOCK = "return redis.call('TIME')"
 
 #: A delayed task due longer ago than this counts as overdue in the status.
 OVERDUE_GRACE_MS = 2000
@@ -32,11 +31,6 @@ OVERDUE_WARN_S = 30.0
 
 def _int(value: Any) -> int:
     return int(value) if value is not None else 0
-
-
-def server_time(client: RedisClient, keys: Keys) -> list[Any]:
-    """``TIME`` of the server holding ``keys``' namespace (a key-routed script)."""
-    return list(client.eval(_CLOCK, 1, keys.types))
 
 
 def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
@@ -52,11 +46,10 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.hgetall(keys.limits)
     members, active, idle, workers, raw_limits = pipe.execute()
-    # TIME of the server holding the namespace: a cluster pipeline takes neither
-    # TIME (it would go to any node) nor EVAL, so it is a script call of its own,
-    # routed by one of the namespace's keys
+    # the clock of the server holding the namespace: a call of its own (a
+    # cluster pipeline takes neither TIME nor EVAL)
     now = server_time(client, keys)
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = now.ms
     limits = parse_limits(raw_limits)
     names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits))
     pipe = client.pipeline(transaction=False)
@@ -101,7 +94,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         for (wid, lease), record in zip(workers, records, strict=True)
     ]
     status: dict[str, Any] = {
-        "now": int(now[0]) + int(now[1]) / 1e6,
+        "now": now.unix_s,
         "types": types,
         "workers": live_workers,
         "schedulers": sorted(as_text(s) for s in schedulers),

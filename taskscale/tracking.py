@@ -49,7 +49,7 @@ from redis.cluster import RedisCluster
 
 from taskscale import checks
 from taskscale.keys import Keys, check_name
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 
 log = logging.getLogger(__name__)
@@ -110,9 +110,9 @@ class Tracker:
         self.pod = pod or default_pod()
         self.lease_s = lease_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else lease_s / 3
-        self._start = client.register_script(script_source("track_start"))
-        self._stop = client.register_script(script_source("track_stop"))
-        self._sync = client.register_script(script_source("track_sync"))
+        self._start = bound_script(client, "track_start")
+        self._stop = bound_script(client, "track_stop")
+        self._sync = bound_script(client, "track_sync")
         # Held while the local set changes *and* its script runs, so a heartbeat
         # never syncs a set older than a start/stop that already reached Redis.
         self._lock = threading.Lock()

@@ -20,6 +20,7 @@ from taskscale.keys import DEFAULT_PRIORITY, check_name, check_schedule_name, pa
 from taskscale.options import DEFAULT_MAX_RETRIES
 from taskscale.scheduling.schedule_times import timing
 from taskscale.scheduling.schedules import ScheduleInfo, Schedules, render
+from taskscale.server_clock import server_time
 
 
 def add_parser(subparsers: Any) -> None:
@@ -103,8 +104,8 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([s.as_dict() for s in found], indent=2, sort_keys=True))
         return 0
-    now_s, micros = client.time()
-    print("\n".join(render([s.as_dict() for s in found], now_s=int(now_s) + int(micros) / 1e6)))
+    now_s = server_time(client, keys).unix_s
+    print("\n".join(render([s.as_dict() for s in found], now_s=now_s)))
     return 0
 
 

@@ -27,13 +27,12 @@ import threading
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.controller.redis_clients import RedisClients
 from taskscale.keys import Keys
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
 
@@ -88,7 +87,6 @@ class DecisionLog:
         self._pool = clients or RedisClients()
         self._lock = threading.Lock()
         self._where: dict[str, tuple[RedisClient, Keys]] = {}
-        self._script: Script | None = None
         self._clients: dict[str, RedisClient] = {}
         self._last: dict[str, tuple[Any, ...]] = {}
         self._failing: set[str] = set()
@@ -138,9 +136,7 @@ class DecisionLog:
     ) -> None:
         client, keys = where
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        if self._script is None:  # a Script object works with any client (EVALSHA)
-            self._script = client.register_script(script_source("scaler_report"))
-        self._script(
+        bound_script(client, "scaler_report")(
             keys=[keys.scalers, keys.scaler(key), keys.decisions(key)],
             args=[key, text, text if new else "", self._cap, KEEP_MS],
             client=client,

@@ -36,7 +36,7 @@ from taskscale.controller.source_spec import TypeSource
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.text import as_text
 
@@ -93,7 +93,7 @@ class Observer:
     def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._client = client
         self._keys = keys
-        self._script = client.register_script(script_source("observe"))
+        self._script = bound_script(client, "observe")
         self._plan_cache: tuple[object, _Plan] | None = None
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:

@@ -57,7 +57,7 @@ from taskscale.keys import (
     rq_scheduled,
     rq_started,
 )
-from taskscale.luascripts import script_source
+from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.text import as_text
 
@@ -93,7 +93,7 @@ class SourceReader:
     def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._client = client
         self._keys = keys
-        self._script = client.register_script(script_source("sources"))
+        self._script = bound_script(client, "sources")
 
     def read(self, wanted: Sequence[tuple[TypeSource, float]]) -> SourceReading:
         """Read each (source, look-ahead seconds) once; raise redis.RedisError."""

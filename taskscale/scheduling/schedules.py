@@ -38,6 +38,7 @@ from taskscale.options import TaskOptions, enqueue_fields
 from taskscale.producer import default_producer
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedule_times import Timing, following, timing
+from taskscale.server_clock import server_time
 from taskscale.text import as_text
 
 log = logging.getLogger("taskscale.scheduling.schedules")
@@ -224,9 +225,8 @@ def advance_due(
     """Materialize the next occurrence of every schedule whose current one is
     due (or of ``names``, if due); return ``(name, new next ms)`` of those this
     call advanced (the others were advanced by another scheduler, or paused)."""
-    if now_ms is None:  # a script routed by key: a cluster client has no plain TIME
-        seconds, micros = client.eval("return redis.call('TIME')", 1, keys.schedules)
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+    if now_ms is None:
+        now_ms = server_time(client, keys).ms
     if names is None:
         names = [as_text(n) for n in client.zrangebyscore(keys.schedules, "-inf", now_ms, 0, limit)]
     if not names:

@@ -21,12 +21,12 @@
 -- Returns the number of records requeued or purged.
 
 local prefix, ttype, mode = ARGV[1], ARGV[2], ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local dkey = prefix .. 'dead:' .. ttype
 local skey = prefix .. 'stats:' .. ttype
 
 --! include lib/stamp.lua
+--! include lib/ready.lua
 
 local wanted, all = {}, #ARGV < 4
 for i = 4, #ARGV do

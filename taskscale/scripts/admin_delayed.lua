@@ -20,12 +20,12 @@
 -- Returns 1 if the task was found (and moved or deleted), else 0.
 
 local prefix, ttype, mode, wanted = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local WAKE_CAP = 64
 local dkey = prefix .. 'delayed:' .. ttype
 
 --! include lib/stamp.lua
+--! include lib/ready.lua
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
 

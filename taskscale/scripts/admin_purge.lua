@@ -20,8 +20,7 @@
 
 local prefix, ttype = ARGV[1], ARGV[2]
 local n = tonumber(ARGV[3]) or 1000
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua

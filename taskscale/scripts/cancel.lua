@@ -31,11 +31,10 @@
 local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local fanout = ARGV[6] or ''
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local WAKE_CAP = 64
 
---! include lib/stamp.lua
+--! include lib/ready.lua
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
 

@@ -36,9 +36,7 @@
 -- cap of ARGV[4], like any dead letter).
 
 local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_exact = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000  -- ms, to the µs
+--! include lib/clock.lua
 
 local lease = redis.call('ZSCORE', KEYS[2], worker)
 if not lease or tonumber(lease) < now then

@@ -21,8 +21,7 @@
 
 local prefix = ARGV[1]
 local n = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
@@ -52,7 +51,7 @@ for i = 0, n - 1 do
     end
 end
 
-local idle = string.format('%d.%03d', math.floor(now / 1000), now % 1000)
+local idle = seconds_text(now)
 for ttype, count in pairs(done) do
     local left = redis.call('HINCRBY', KEYS[1], ttype, -count)
     local skey = prefix .. 'stats:' .. ttype

@@ -10,7 +10,8 @@
 --               how many are each type's)
 --
 -- ARGV[1]       now, unix ms on the Redis clock (the status's TIME)
--- ARGV[2], [3]  the "due soon" window: delayed tasks due in [ARGV[2], ARGV[3]]
+-- ARGV[2]       the "due soon" window's start: delayed tasks due in [ARGV[2], ARGV[3]]
+-- ARGV[3]       the window's end, unix ms
 -- ARGV[4..]     per type, how many of the ready lists are its own
 --
 -- Returns {due_soon[n], oldest[n]}: oldest[i] = ms the oldest ready task of

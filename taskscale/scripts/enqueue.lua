@@ -30,16 +30,10 @@ local delay = tonumber(ARGV[3]) or 0
 local max_bytes = tonumber(ARGV[4]) or 0
 local WAKE_CAP = 64
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
+local enqueued_ms = string.format('%d', now)
 
-local function stamp(env, field, value)
-    local pos = #env
-    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
-        pos = pos - 1
-    end
-    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
-end
+--! include lib/stamp.lua
 
 local function valid_name(s)
     return type(s) == 'string' and #s >= 1 and #s <= 128 and string.match(s, '^[%w_%.%-]+$') ~= nil
@@ -119,7 +113,7 @@ if delay > 0 then
     local due = now + delay
     local before = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
     for _, e in ipairs(envs) do
-        redis.call('ZADD', dkey, due, stamp(e[1], 'enqueued_ms', now))
+        redis.call('ZADD', dkey, due, stamp_json(e[1], 'enqueued_ms', enqueued_ms))
     end
     if before[2] == nil or tonumber(before[2]) > due then
         redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
@@ -132,7 +126,7 @@ local was_empty = false
 local pushed = {}
 for _, e in ipairs(envs) do
     local qkey = prefix .. 'q:' .. ttype .. ':' .. e[2]
-    local len = redis.call('RPUSH', qkey, stamp(e[1], 'enqueued_ms', now))
+    local len = redis.call('RPUSH', qkey, stamp_json(e[1], 'enqueued_ms', enqueued_ms))
     if not pushed[qkey] then
         pushed[qkey] = true
         if len == 1 then

@@ -31,8 +31,7 @@
 -- Returns 1 if the failure was recorded, 0 if the task was not in flight.
 
 local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local WAKE_CAP = 64
 
 --! include lib/fanout_final.lua
@@ -52,7 +51,7 @@ if left < 0 then
     redis.call('HSET', KEYS[1], ttype, 0)
     redis.call('HINCRBY', skey, 'active_underflow', -left)
 end
-redis.call('HSET', KEYS[2], ttype, string.format('%d.%03d', math.floor(now / 1000), now % 1000))
+redis.call('HSET', KEYS[2], ttype, seconds_text(now))
 redis.call('HINCRBY', skey, 'failed', 1)
 redis.call('HINCRBY', skey, 'service_ms', tonumber(ARGV[4]) or 0)
 cap_wake(KEYS[4], ttype)

@@ -37,10 +37,11 @@ if queue_key ~= prefix .. 'q:' .. st[1] .. ':' .. st[2] then
   return redis.error_reply('FANOUT_MISMATCH ' .. queue_key .. ' is not the fan-out\'s ready list')
 end
 
-local t = redis.call('TIME')
-local now_ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+--! include lib/clock.lua
+local now_ms = string.format('%d', now)
+--! include lib/stamp.lua
 local total, limit, running = tonumber(st[3]), tonumber(st[4]), tonumber(st[5])
-local collect = (tonumber(st[8]) or 0) > 0 and '"fanout_collect":true,' or ''
+local collect = (tonumber(st[8]) or 0) > 0
 local first = total
 local was_empty = redis.call('LLEN', queue_key) == 0
 local released = 0
@@ -53,15 +54,19 @@ local function flush(key, batch)
   return {}
 end
 for i = 3, #ARGV do
-  local head = '{"fanout_seq":' .. string.format('%d', total) .. ',' .. collect
+  local env = ARGV[i]
+  if collect then
+    env = stamp_first(env, 'fanout_collect', 'true')
+  end
+  env = stamp_first(env, 'fanout_seq', string.format('%d', total))
   total = total + 1
   if running < limit then
     running = running + 1
     released = released + 1
-    ready[#ready + 1] = '{"enqueued_ms":' .. now_ms .. ',' .. string.sub(head, 2) .. string.sub(ARGV[i], 2)
+    ready[#ready + 1] = stamp_first(env, 'enqueued_ms', now_ms)
     if #ready == CHUNK then ready = flush(queue_key, ready) end
   else
-    later[#later + 1] = head .. string.sub(ARGV[i], 2)
+    later[#later + 1] = env
     if #later == CHUNK then later = flush(pending_key, later) end
   end
 end
@@ -76,7 +81,7 @@ redis.call('EXPIRE', pending_key, ttl)
 redis.call('EXPIRE', KEYS[7], ttl)
 if KEYS[8] then
   local f = string.sub(fkey, #(prefix .. 'fanout:') + 1)
-  redis.call('ZADD', KEYS[8], 'XX', tonumber(now_ms) + ttl * 1000, f)
+  redis.call('ZADD', KEYS[8], 'XX', now + ttl * 1000, f)
 end
 if released > 0 then
   redis.call('SADD', types_key, st[1])

@@ -16,8 +16,7 @@
 -- finish, or an error reply "FANOUT_UNKNOWN".
 
 local fkey, f = KEYS[1], ARGV[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 --! include lib/fanout_done.lua
 

@@ -22,8 +22,8 @@ local fkey, f = KEYS[1], ARGV[1]
 if redis.call('EXISTS', fkey) == 1 then
   return redis.error_reply('FANOUT_EXISTS fan-out id ' .. f .. ' is already in use')
 end
-local t = redis.call('TIME')
-local now_ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+--! include lib/clock.lua
+local now_ms = string.format('%d', now)
 redis.call('HSET', fkey,
   'type', ARGV[2], 'priority', ARGV[3], 'total', 0, 'limit', ARGV[4],
   'running', 0, 'succeeded', 0, 'failed', 0, 'created_ms', now_ms, 'ttl', ARGV[5],
@@ -32,6 +32,6 @@ redis.call('HSET', fkey,
 redis.call('EXPIRE', fkey, tonumber(ARGV[5]))
 if KEYS[2] then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now_ms)
-  redis.call('ZADD', KEYS[2], tonumber(now_ms) + tonumber(ARGV[5]) * 1000, f)
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]) * 1000, f)
 end
 return 1

@@ -32,9 +32,10 @@ if redis.call('EXISTS', fanout_key) == 1 then
   return redis.error_reply('FANOUT_EXISTS fan-out id ' .. fanout_id .. ' is already in use')
 end
 
-local t = redis.call('TIME')
+--! include lib/clock.lua
 -- As a decimal string: tostring() of a large Lua number may use exponent form.
-local now_ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local now_ms = string.format('%d', now)
+--! include lib/stamp.lua
 local released = math.min(limit, total)
 
 redis.call('HSET', fanout_key,
@@ -59,7 +60,7 @@ local function push_range(key, from, to, stamp)
   for i = from, to do
     local envelope = ARGV[i]
     if stamp then
-      envelope = '{"enqueued_ms":' .. now_ms .. ',' .. string.sub(envelope, 2)
+      envelope = stamp_first(envelope, 'enqueued_ms', now_ms)
     end
     batch[#batch + 1] = envelope
     if #batch == CHUNK then

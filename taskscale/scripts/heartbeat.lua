@@ -13,8 +13,7 @@
 -- "started_ms" on the first heartbeat of a record.
 
 local worker, lease = ARGV[1], tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 redis.call('ZADD', KEYS[1], now + lease, worker)
 redis.call('HSETNX', KEYS[2], 'started_ms', now)

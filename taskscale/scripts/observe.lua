@@ -35,8 +35,7 @@
 --                 there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none (empty without KEYS[5])
 
-local time = redis.call('TIME')
-local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--! include lib/clock.lua
 
 local at = 1
 local function take()
@@ -100,10 +99,10 @@ local function counts(name)
     size = redis.call('ZCARD', delayed)
     if size > 0 then
         remaining = remaining - 1
-        due = redis.call('ZCOUNT', delayed, '-inf', now_ms)
+        due = redis.call('ZCOUNT', delayed, '-inf', now)
         if due > 0 then
             local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-            oldest[2] = math.max(0, now_ms - tonumber(first[2]))
+            oldest[2] = math.max(0, now - tonumber(first[2]))
         end
     end
     local j = 2
@@ -117,7 +116,7 @@ local function counts(name)
         end
         j = j + 1
     end
-    oldest[1] = oldest_ready_ms(ready, now_ms)
+    oldest[1] = oldest_ready_ms(ready, now)
     return delayed, size, queued, due, oldest
 end
 
@@ -147,12 +146,12 @@ for w = 1, k do
     local lead = tonumber(windows[2 * w])
     upcoming[w] = 0
     if delayed_size[i] > 0 then
-        upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now_ms, now_ms + lead)
+        upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
     end
 end
 
 local workers = {}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[3], now_ms, '+inf')
+local ids = redis.call('ZRANGEBYSCORE', KEYS[3], now, '+inf')
 for _, id in ipairs(ids) do
     local rec = redis.call('HMGET', worker_prefix .. id, 'pod', 'types', 'threads', 'busy')
     if rec[2] then
@@ -165,8 +164,8 @@ for _, id in ipairs(ids) do
 end
 
 -- Live schedulers: without one, due delayed tasks never become ready.
-local schedulers = redis.call('ZCOUNT', KEYS[4], now_ms, '+inf')
+local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 
 local limits = KEYS[5] and hmget_all(KEYS[5], names) or {}
 
-return {time[1], time[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits}
+return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits}

@@ -17,30 +17,10 @@
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 1000
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
-local function stamp(env, field, value)
-    local pos = #env
-    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
-        pos = pos - 1
-    end
-    if pos == 0 then
-        return env -- not an object: the claim script dead-letters it
-    end
-    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
-end
-
-local function level_of(env)
-    local ok, doc = pcall(cjson.decode, env)
-    if ok and type(doc) == 'table' then
-        local p = doc.priority
-        if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
-            return p
-        end
-    end
-    return 5
-end
+--! include lib/stamp.lua
+--! include lib/ready.lua
 
 local promoted, more, next_due, late = 0, 0, -1, 0
 for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -52,8 +32,9 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         for i = 1, #due, 2 do
             local env = due[i]
             redis.call('ZREM', dkey, env)
-            local qkey = prefix .. 'q:' .. ttype .. ':' .. level_of(env)
-            if redis.call('RPUSH', qkey, stamp(env, 'due_ms', tonumber(due[i + 1]))) == 1 then
+            local qkey = prefix .. 'q:' .. ttype .. ':' .. level_and_id(env)
+            local stamped = stamp_json(env, 'due_ms', string.format('%d', tonumber(due[i + 1])))
+            if redis.call('RPUSH', qkey, stamped) == 1 then
                 was_empty = true
             end
         end

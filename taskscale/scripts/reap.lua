@@ -17,8 +17,7 @@
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 100
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 --! include lib/back_to_head.lua
 

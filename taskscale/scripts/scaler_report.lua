@@ -16,8 +16,7 @@
 -- (their keys expire by themselves).  Returns now (unix ms, Redis clock).
 
 local scaler, keep = ARGV[1], tonumber(ARGV[5])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 redis.call('ZADD', KEYS[1], now, scaler)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - keep)

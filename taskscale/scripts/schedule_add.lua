@@ -26,8 +26,7 @@
 
 local prefix, name, ttype, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local cron, every, tz, catch_up = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 --! include lib/schedule_unpend.lua
 

@@ -32,8 +32,7 @@
 
 local prefix, name = ARGV[1], ARGV[2]
 local seen_rev, seen_next, new_next = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 --! include lib/stamp.lua
 

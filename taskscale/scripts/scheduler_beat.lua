@@ -12,8 +12,7 @@
 -- schedulers after the call.
 
 local id, lease = ARGV[1], tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if lease > 0 then

@@ -39,9 +39,9 @@
 -- for every tracked process X whose lease is live and that runs a task (at
 -- most P live processes are looked at, soonest-expiring lease first).
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) + tonumber(time[2]) / 1e6
-local now_text = string.format('%.6f', now)
+--! include lib/clock.lua
+local now_s = tonumber(clock[1]) + tonumber(clock[2]) / 1e6  -- RQ's scores are unix seconds
+local now_text = string.format('%.6f', now_s)
 
 local at = 0
 local function take()
@@ -112,7 +112,7 @@ for i = 1, n do
         local zset = key()
         due = due + redis.call('ZCOUNT', zset, '-inf', now_text)
         upcoming = upcoming
-            + redis.call('ZCOUNT', zset, '(' .. now_text, string.format('%.6f', now + lead))
+            + redis.call('ZCOUNT', zset, '(' .. now_text, string.format('%.6f', now_s + lead))
     end
     for _ = 1, tonumber(take()) do
         reserved = reserved + (unacked[take()] or 0)
@@ -147,8 +147,7 @@ local processes = {}
 local most = tonumber(take() or '0')
 if most > 0 then
     local zset, pods, prefix = key(), key(), take()
-    local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-    local live = redis.call('ZRANGEBYSCORE', zset, now_ms, '+inf', 'LIMIT', 0, most)
+    local live = redis.call('ZRANGEBYSCORE', zset, now, '+inf', 'LIMIT', 0, most)
     for _, process in ipairs(live) do
         local names = redis.call('HVALS', prefix .. 'track:inflight:' .. process)
         if #names > 0 then
@@ -158,4 +157,4 @@ if most > 0 then
     end
 end
 
-return {time[1], time[2], rows, processes}
+return {clock[1], clock[2], rows, processes}

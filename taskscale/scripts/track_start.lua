@@ -19,8 +19,7 @@
 --
 -- Returns 1 if X was counted, 0 if P had already counted X (a repeated call).
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--! include lib/clock.lua
 local id, ttype = ARGV[1], ARGV[2]
 
 if id ~= '' then

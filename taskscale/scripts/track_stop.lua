@@ -22,13 +22,13 @@ local id, ttype = ARGV[1], ARGV[2]
 if id ~= '' and redis.call('HDEL', KEYS[3], id) == 0 then
     return 0
 end
-local t = redis.call('TIME')
+--! include lib/clock.lua
 local left = redis.call('HINCRBY', KEYS[1], ttype, -1)
 if left < 0 then
     redis.call('HSET', KEYS[1], ttype, 0)
     redis.call('HINCRBY', KEYS[4], 'active_underflow', -left)
 end
-redis.call('HSET', KEYS[2], ttype, string.format('%d.%03d', tonumber(t[1]), math.floor(tonumber(t[2]) / 1000)))
+redis.call('HSET', KEYS[2], ttype, seconds_text(now))
 local outcome = 'completed'
 if ARGV[3] == 'failed' then
     outcome = 'failed'

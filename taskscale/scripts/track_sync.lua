@@ -34,9 +34,8 @@ if KEYS[4] then
     pods, pod, first = KEYS[4], ARGV[5], 6
 end
 local lease, limit = tonumber(ARGV[3]), tonumber(ARGV[4]) or 100
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local idle = string.format('%d.%03d', math.floor(now / 1000), now % 1000)
+--! include lib/clock.lua
+local idle = seconds_text(now)
 local up, down = 0, 0
 
 local function count_down(ttype)

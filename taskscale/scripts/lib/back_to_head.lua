@@ -11,13 +11,7 @@
 -- member -- appended, never re-encoded, which would turn [] into {}.
 -- Returns 1, or 0 for an envelope without a type (claim never records one).
 
-local function stamp(env, field, value)
-    local pos = #env
-    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
-        pos = pos - 1
-    end
-    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. string.format('%d', value) .. '}'
-end
+--! include lib/stamp.lua
 
 local function back_to_head(env, count_reap)
     local ok, doc = pcall(cjson.decode, env)
@@ -36,7 +30,7 @@ local function back_to_head(env, count_reap)
         return 0
     end
     if count_reap then
-        env = stamp(env, 'reaped', reaped)
+        env = stamp_json(env, 'reaped', string.format('%d', reaped))
     end
     local qkey = prefix .. 'q:' .. ttype .. ':' .. level
     if redis.call('LPUSH', qkey, env) == 1 then

@@ -1,7 +1,8 @@
 -- Fan-out accounting, shared by complete.lua, fail.lua, cancel.lua and the
 -- admin scripts (inlined by the include directive of luascripts.py where
 -- those scripts name this file).  The including script defines `prefix`
--- ("{ns}:"), `now` (unix ms from TIME) and WAKE_CAP before the include line.
+-- ("{ns}:") and WAKE_CAP before the include line; `now` comes from
+-- lib/clock.lua (a script that reads the clock earlier includes it first).
 --
 -- fanout_final(F, outcome, env, result, unreleased): a sub-task of fan-out F
 -- reached its final outcome ('succeeded' or 'failed').  Count it; if F collects results,
@@ -15,6 +16,8 @@
 -- fanout_close), push and publish the completion notice once and let the
 -- fan-out's keys expire.  While F is open, its expiry in {ns}:fanouts:open
 -- (the index of open streams) moves on with its keys' TTL.
+--! include lib/clock.lua
+--! include lib/stamp.lua
 --! include lib/fanout_done.lua
 
 local function fanout_final(f, outcome, env, result, unreleased)
@@ -51,7 +54,7 @@ local function fanout_final(f, outcome, env, result, unreleased)
     end
     if nxt then
         local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
-        local stamped = '{"enqueued_ms":' .. string.format('%d', now) .. ',' .. string.sub(nxt, 2)
+        local stamped = stamp_first(nxt, 'enqueued_ms', string.format('%d', now))
         if redis.call('RPUSH', qkey, stamped) == 1 then
             redis.call('PUBLISH', prefix .. 'demand', st[1])
         end

@@ -1,12 +1,14 @@
 -- Unique-key release, shared by complete.lua, fail.lua (dead-letter) and
 -- cancel.lua (inlined by the include directive of luascripts.py).  The
--- including script defines `prefix` ("{ns}:") and `now` (unix ms from TIME).
+-- including script defines `prefix` ("{ns}:"); `now` comes from lib/clock.lua.
 --
 -- unique_release(env): the task of envelope `env` reached its final outcome.
 -- If it carries "unique_key" and {ns}:unique:<key> still names this task,
 -- the key is deleted -- or kept until enqueued_ms + unique_for_ms when that
 -- is later (the uniqueness window).  Envelopes without the field cost one
 -- plain string search, no JSON decode.
+--! include lib/clock.lua
+
 local function unique_release(env)
     if not env or not string.find(env, '"unique_key"', 1, true) then
         return
