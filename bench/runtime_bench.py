@@ -87,7 +87,7 @@ from taskscale.keys import Keys
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
+from support.redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
 
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "taskscale" / "bench-venv"
 POLL_INTERVAL = 0.02

@@ -4,8 +4,8 @@ Tests that take ``redis_url`` (or ``r``) run on one plain server; a test
 module may parametrize the ``backend`` fixture (indirectly) with
 ``"cluster"`` to run the same test on a real Redis Cluster as well
 (tests/runtime/conftest.py does, for the runtime's core tests).  The
-cluster, the Sentinel setup and the TLS server (tests/topologies.py) are
-started once per session, when a test first asks for them.
+cluster, the Sentinel setup and the TLS server (tests/support/topologies.py)
+are started once per session, when a test first asks for them.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ from pathlib import Path
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TESTS = Path(__file__).resolve().parent
+# tests/ for the shared helpers (``from support.waiting import wait_until``);
+# the repository for bench/ and e2e/, which some tests and helpers import.
+for _path in (TESTS.parent, TESTS):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from redis_server import RedisServer
-from topologies import ClusterServers, SentinelServers, TlsServer
-
-from taskscale.connection import connect
-
-if (Path(__file__).parent / "kube_fixture.py").exists():
-    from kube_fixture import *  # noqa: F403  (the kube_cluster fixture)
+from support.kube_cluster import *  # noqa: E402, F403  (the kube_cluster fixtures)
+from support.redis_server import RedisServer  # noqa: E402
+from support.topologies import ClusterServers, SentinelServers, TlsServer  # noqa: E402
+from taskscale.connection import connect  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,9 +9,8 @@ import subprocess
 import sys
 import time
 
-from waiting import wait_until
-
 from bench.runtime_bench import family, groups_cpu, stop_groups
+from support.waiting import wait_until
 
 #: A parent that starts a child in a session (so a process group) of its own;
 #: the child burns CPU until killed, the parent sleeps.

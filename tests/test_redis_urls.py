@@ -3,7 +3,7 @@
 Nothing here needs a server: a plain or Sentinel client sends nothing until
 first use, and malformed URLs are refused before any connection.  (The
 clients talking to real clusters, sentinels and TLS servers are in
-tests/topology/, on the servers tests/topologies.py starts.)
+tests/topology/, on the servers tests/support/topologies.py starts.)
 """
 
 from __future__ import annotations

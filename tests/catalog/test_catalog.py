@@ -7,17 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
-from workerprocs import REPO, kill, process_env, processes, start_worker, stop, wait_until
-
 import taskscale
+from support.workers import REPO, kill, process_env, processes, start_worker, stop, wait_until
 from taskscale.catalog import CatalogPublisher, describe_task, read_catalog, signature_text
 from taskscale.keys import Keys
 from taskscale.producer import Producer

@@ -25,16 +25,11 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import adopt_crd_if_present, helm, helm_binary
-from doccommands import (
-    GUIDE,
-    notes_commands,
-    readme_kubernetes_quick_start,
-    run_bash,
-    sh_blocks,
-)
-from kube_fixture import KubeCluster
 from kubernetes import client
+
+from support.chart import adopt_crd_if_present, helm, helm_binary
+from support.docs import GUIDE, notes_commands, readme_kubernetes_quick_start, run_bash, sh_blocks
+from support.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.kube
 

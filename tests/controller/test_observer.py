@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import redis
-from redis_server import RedisServer
 
+from support.redis_server import RedisServer
 from taskscale.controller.observer import (
     DemandListener,
     ListenerSettings,
@@ -352,8 +352,7 @@ def test_listener_stop_ends_its_thread(r: redis.Redis, keys: Keys) -> None:
 
 
 def test_listener_reports_each_connection_error(keys: Keys) -> None:
-    from redis_server import free_port
-
+    from support.redis_server import free_port
     from taskscale.controller.metrics import ControllerMetrics
 
     metrics = ControllerMetrics()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctlhelpers import MemoryActuator
 
+from support.controller import MemoryActuator
 from taskscale.controller.config import config_from_object
 from taskscale.controller.history import History
 from taskscale.controller.ordinal_hold import busy_ordinals, hold_ordinals, ordinal_floor

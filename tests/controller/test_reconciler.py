@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from ctlhelpers import (
+
+from support.controller import (
     MemoryActuator,
     enqueue,
     finish_tasks,
@@ -21,8 +22,7 @@ from ctlhelpers import (
     start_tasks,
     wait_until,
 )
-from redis_server import RedisServer, free_port
-
+from support.redis_server import RedisServer, free_port
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.fallback import Fallback
 from taskscale.controller.metrics import ControllerMetrics

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import redis
 import source_apps
-from ctlhelpers import enqueue, wait_until
 from kombu import Connection, Consumer, Exchange, Queue
 from rq import Queue as RqQueue
 
+from support.controller import enqueue, wait_until
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource

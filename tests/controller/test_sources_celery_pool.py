@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import redis
 import source_apps
-from ctlhelpers import wait_until
 
+from support.controller import wait_until
 from taskscale.controller.config import config_from_spec
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.outcome import PassOutcome

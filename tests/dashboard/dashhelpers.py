@@ -11,16 +11,12 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
-from redis_server import free_port
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
-
+from support.redis_server import free_port
+from support.workers import REPO, process_env, processes, start_worker, wait_until
 from taskscale.dashboard.server import RunningDashboard, serve_in_thread
 from taskscale.keys import Keys
 from taskscale.producer import Producer

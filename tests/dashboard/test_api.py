@@ -12,8 +12,8 @@ import time
 import pytest
 import redis
 from dashhelpers import EXAMPLES, KEYS, dashboard, get, make_dead_letters, post
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
 
+from support.workers import REPO, process_env, processes, start_worker, wait_until
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 from dashhelpers import TOKEN, dashboard_command, make_dead_letters, post
-from workerprocs import REPO, process_env
 
+from support.workers import REPO, process_env
 from taskscale.dashboard.hosts import ANY, LISTENING, Allowed, allowed_for, allowed_host
 from taskscale.dashboard.server import TOKEN_ENV, serve_in_thread
 

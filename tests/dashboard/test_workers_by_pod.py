@@ -12,8 +12,8 @@ from contextlib import ExitStack, contextmanager
 import pytest
 import redis
 from dashhelpers import KEYS, dashboard, get
-from workerprocs import wait_until
 
+from support.workers import wait_until
 from taskscale.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import time
 import pytest
 import redis
 from fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
-from workerprocs import kill, processes, start_scheduler, start_worker, wait_until
 
+from support.workers import kill, processes, start_scheduler, start_worker, wait_until
 from taskscale.cli import main
 from taskscale.fanout import FanoutHandle, FanoutTimeout, UnknownFanout
 from taskscale.fanout_stream import (

@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 import redis
 from fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
-from workerprocs import kill, processes, start_scheduler, start_worker, stop, text, wait_until
 
+from support.workers import kill, processes, start_scheduler, start_worker, stop, text, wait_until
 from taskscale.fanout import FanoutResult, FanoutSettings, submit_fanout
 from taskscale.keys import Keys
 from taskscale.rpc import call

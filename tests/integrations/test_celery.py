@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 from celery import Celery
-from waiting import wait_until
 from workers import broker_url, celery_worker
 
+from support.waiting import wait_until
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.types import TypeObservation
 from taskscale.keys import Keys

@@ -16,9 +16,9 @@ import redis
 from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation
-from waiting import wait_until
 from workers import WorkerProcess, broker_url, rq_worker
 
+from support.waiting import wait_until
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource

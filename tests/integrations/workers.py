@@ -16,8 +16,8 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 
 HERE = Path(__file__).resolve().parent

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kube_fixture import KubeCluster
-from kubehelpers import controller_settings, install_crd
 from kubernetes import client
 
+from support.kube import controller_settings, install_crd
+from support.kube_cluster import KubeCluster
 from taskscale.controller.kube import KubeController
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.keys import Keys

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
-from kubehelpers import create_scaler, deployment, get_scaler, replicas, taskscaler
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rq import Queue
 
+from support.kube import create_scaler, deployment, get_scaler, replicas, taskscaler
+from support.kube_cluster import wait_for
 from taskscale.controller.kube import KubeController
 from taskscale.keys import Keys
 

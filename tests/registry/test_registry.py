@@ -13,15 +13,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import redis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
 from registry_tasks import GATE
-from workerprocs import (
+
+from support.workers import (
     kill,
     process_env,
     processes,
@@ -31,7 +28,6 @@ from workerprocs import (
     text,
     wait_until,
 )
-
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 

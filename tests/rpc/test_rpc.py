@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import redis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
 import rpc_tasks  # noqa: F401  (registers the rpc.* task functions)
-from workerprocs import processes, start, start_worker, stop, wait_until
 
+from support.workers import processes, start, start_worker, stop, wait_until
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions
 from taskscale.rpc import (

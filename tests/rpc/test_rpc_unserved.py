@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 import rpc_tasks
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.rpc import CallOptions, NoLiveWorker, TaskTimeout, call, call_async
 from taskscale.worker import Worker, WorkerSettings

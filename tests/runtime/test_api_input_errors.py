@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import redis
-from redis_server import free_port
 
 import taskscale as ts
+from support.redis_server import free_port
 from taskscale.keys import Keys
 from taskscale.scheduling.scheduler import SchedulerSettings
 

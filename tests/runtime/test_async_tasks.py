@@ -11,8 +11,8 @@ import threading
 import pytest
 import redis
 from rthelpers import running_worker
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale import cancel, current_task
 from taskscale.catalog import describe_task
 from taskscale.cli.catalog import render

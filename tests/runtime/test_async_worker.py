@@ -14,8 +14,8 @@ import pytest
 import redis
 from cancel_tasks import CANCELLED, STARTED
 from rthelpers import example_worker, sigterm_twice, taskscale_process
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 

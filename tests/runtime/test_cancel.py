@@ -11,8 +11,8 @@ import time
 import pytest
 import redis
 from rthelpers import running_worker
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale import cancel, current_task
 from taskscale.cli import main
 from taskscale.keys import Keys

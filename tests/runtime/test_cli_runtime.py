@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 import redis
-from redis_server import free_port
 from rthelpers import taskscale_process
 
+from support.redis_server import free_port
 from taskscale.keys import Keys
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ import pytest
 import redis
 from crash_tasks import FINISHED, STARTED
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer

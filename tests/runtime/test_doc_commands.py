@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from doccommands import GUIDE, run_bash, sh_blocks
 
+from support.docs import GUIDE, run_bash, sh_blocks
 from taskscale.cli import main
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 from rthelpers import running_worker
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.tasks import TaskRegistry

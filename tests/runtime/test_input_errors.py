@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_server import free_port
 
+from support.redis_server import free_port
 from taskscale import __version__
 from taskscale.cli import main
 from taskscale.keys import Keys

@@ -15,8 +15,8 @@ import redis
 from limits_tasks import FINISHED, PEAKS, RUNNING
 from rthelpers import taskscale_process
 from test_crash import live_pids
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.limits import set_limits
 from taskscale.producer import Producer

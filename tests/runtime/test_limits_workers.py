@@ -14,8 +14,8 @@ import pytest
 import redis
 from limits_tasks import CLAIMS, FINISHED, PEAKS, STARTS, WAITS
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.limits import set_limits
 from taskscale.producer import Call, Producer

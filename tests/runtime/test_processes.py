@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 from gate_tasks import FINISHED, GATE, STARTED
-from redis_server import free_port
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.redis_server import free_port
+from support.waiting import wait_until
 from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import redis
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
@@ -131,7 +131,7 @@ def test_scheduler_reaps_workers_whose_lease_expired(
 
 
 def test_scheduler_survives_a_redis_restart_and_keeps_promoting() -> None:
-    from redis_server import RedisServer
+    from support.redis_server import RedisServer
 
     keys = Keys("taskscale")
     with RedisServer() as server:

@@ -10,10 +10,10 @@ import urllib.request
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
-from redis_server import free_port
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.redis_server import free_port
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer

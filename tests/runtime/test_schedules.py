@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.scheduling.schedules import Schedules, advance_due
 from taskscale.status import collect, render

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 import redis
 from rthelpers import example_worker, sigterm_twice
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 

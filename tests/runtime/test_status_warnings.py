@@ -11,8 +11,8 @@ import threading
 import pytest
 import redis
 from rthelpers import running_worker
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.cli import main
 from taskscale.keys import Keys
 from taskscale.producer import Producer

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.cli import build_parser
 from taskscale.worker.supervisor import RestartPolicy, Supervisor, child_argv, child_id
 

@@ -14,8 +14,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
 
 from fanout_tasks import FINISHED, HANG_ENV, STARTS
-from workerprocs import kill, processes, start_scheduler, start_worker, wait_until
 
+from support.workers import kill, processes, start_scheduler, start_worker, wait_until
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 

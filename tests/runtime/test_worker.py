@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 import redis
-from redis_server import RedisServer, free_port
 from rthelpers import running_worker
-from waiting import wait_until
 
+from support.redis_server import RedisServer, free_port
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.metrics import WorkerMetrics
 from taskscale.producer import Call, Producer

@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 import redis
-from redis_server import free_port
 from rthelpers import taskscale_process
-from waiting import wait_until
 
+from support.redis_server import free_port
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 

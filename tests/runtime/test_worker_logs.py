@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import redis
-from redis_server import free_port
-from waiting import wait_until
 
+from support.redis_server import free_port
+from support.waiting import wait_until
 from taskscale.keys import Keys
 
 REPO = Path(__file__).resolve().parents[2]

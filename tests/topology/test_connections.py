@@ -8,17 +8,14 @@ import json
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 import redis
 from topohelpers import running
-from topologies import TlsServer
-from waiting import wait_until
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from ctlhelpers import MemoryActuator
-
+from support.controller import MemoryActuator
+from support.topologies import TlsServer
+from support.waiting import wait_until
 from taskscale.connection import connect
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics

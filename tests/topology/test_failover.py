@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_server import RedisServer
-from topologies import ClusterServers, SentinelServers, wait_for
-from waiting import wait_until
 
+from support.redis_server import RedisServer
+from support.topologies import ClusterServers, SentinelServers, wait_for
+from support.waiting import wait_until
 from taskscale.connection import RedisUnavailable, connect
 from taskscale.keys import Keys
 from taskscale.producer import Producer, ProducerSettings

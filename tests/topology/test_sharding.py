@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from shard_tasks import DONE, TYPES
-from topologies import ClusterServers
-from waiting import wait_until
 
+from support.topologies import ClusterServers
+from support.waiting import wait_until
 from taskscale.connection import connect
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import ShardedObserver

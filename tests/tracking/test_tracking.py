@@ -8,8 +8,8 @@ import time
 
 import pytest
 import redis
-from waiting import wait_until
 
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 from taskscale.tracking import Tracker, set_default_tracker, track, tracked

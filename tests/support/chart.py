@@ -35,9 +35,6 @@ def _kube_version() -> str:
 #: this, not against helm's compiled-in default (which a source build leaves at 1.20).
 KUBE_VERSION = _kube_version()
 
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
 
 @functools.cache
 def helm_binary() -> Path:

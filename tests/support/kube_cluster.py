@@ -27,11 +27,7 @@ from typing import TypeVar
 import pytest
 from kubernetes import client, config
 
-_REPO = Path(__file__).resolve().parent.parent
-if str(_REPO) not in sys.path:
-    sys.path.insert(0, str(_REPO))
-
-from e2e.cluster.localcluster import Binaries, LocalCluster, ensure_binaries  # noqa: E402
+from e2e.cluster.localcluster import Binaries, LocalCluster, ensure_binaries
 
 __all__ = ["KubeCluster", "kube_cluster", "kube_namespace", "kube_node_cluster", "wait_for"]
 

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from waiting import wait_until as _wait_until
+from support.waiting import wait_until as _wait_until
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 #: Folders whose modules (the test task modules) worker processes can import.
 TASK_DIRS = (TESTS / "fanout", TESTS / "rpc", TESTS / "registry", TESTS / "options")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_fixture import wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from support.kube_cluster import wait_for
 from taskscale.controller import kube
 from taskscale.controller.kube import GROUP, PLURAL, VERSION, ControllerSettings
 from taskscale.controller.reconciler import ReconcilerSettings, RetrySettings
