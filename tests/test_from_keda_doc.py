@@ -19,31 +19,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from support.controller import CRD
+from support.docs import FROM_KEDA, from_keda_blocks, one
 from taskscale.controller.config import TargetRef, config_from_object
 from taskscale.controller.fallback import Fallback
 from taskscale.redis_urls import check_url
 
 REPO = Path(__file__).resolve().parent.parent
-PAGE = REPO / "docs" / "from-keda.md"
-CRD = REPO / "deploy" / "crd" / "taskscaler.yaml"
 SOURCE_FIELDS = ("source", "queues", "tasks")
-
-_BLOCK = re.compile(r"<!-- from-keda: ([a-z-]+) -->\n```yaml\n(.*?)```", re.S)
-
-
-def blocks() -> dict[str, list[dict[str, Any]]]:
-    """The page's marked YAML blocks by marker, each as its list of documents."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for name, text in _BLOCK.findall(PAGE.read_text()):
-        assert name not in found, f"marker {name} used twice"
-        found[name] = [doc for doc in yaml.safe_load_all(text) if doc]
-    return found
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    matching = [d for d in docs if d.get("kind") == kind]
-    assert len(matching) == 1, f"expected one {kind}, found {len(matching)}"
-    return matching[0]
 
 
 def spec_schema() -> dict[str, Any]:
@@ -83,11 +66,11 @@ def without_source_fields(scaler: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_page_has_the_keda_example_and_both_taskscaler_examples() -> None:
-    assert set(blocks()) == {"keda", "taskscaler", "taskscaler-list-source"}
+    assert set(from_keda_blocks()) == {"keda", "taskscaler", "taskscaler-list-source"}
 
 
 def test_the_taskscaler_example_is_read_by_the_controllers_parser() -> None:
-    scaler = one(blocks()["taskscaler"], "TaskScaler")
+    scaler = one(from_keda_blocks()["taskscaler"], "TaskScaler")
     config = config_from_object(scaler)
     assert (config.namespace, config.name, config.target) == (
         "jobs",
@@ -99,12 +82,12 @@ def test_the_taskscaler_example_is_read_by_the_controllers_parser() -> None:
 
 
 def test_every_field_of_the_taskscaler_example_is_declared_by_the_crd() -> None:
-    scaler = one(blocks()["taskscaler"], "TaskScaler")
+    scaler = one(from_keda_blocks()["taskscaler"], "TaskScaler")
     assert undeclared(scaler["spec"], spec_schema(), "spec") == []
 
 
 def test_the_taskscaler_example_says_what_the_keda_example_says() -> None:
-    keda, ours = blocks()["keda"], blocks()["taskscaler"]
+    keda, ours = from_keda_blocks()["keda"], from_keda_blocks()["taskscaler"]
     scaled = one(keda, "ScaledObject")["spec"]
     (trigger,) = scaled["triggers"]
     meta = trigger["metadata"]
@@ -145,13 +128,13 @@ def test_the_taskscaler_example_says_what_the_keda_example_says() -> None:
 
 
 def test_the_list_source_variant_differs_only_by_the_source_fields() -> None:
-    plain = one(blocks()["taskscaler"], "TaskScaler")
-    variant = one(blocks()["taskscaler-list-source"], "TaskScaler")
+    plain = one(from_keda_blocks()["taskscaler"], "TaskScaler")
+    variant = one(from_keda_blocks()["taskscaler-list-source"], "TaskScaler")
     # and by the queue-wait target: a plain list's entries carry no enqueue time
     for entry in plain["spec"]["taskTypes"]:
         assert entry.pop("maxQueueWaitSeconds")
     assert without_source_fields(variant) == plain
-    meta = one(blocks()["keda"], "ScaledObject")["spec"]["triggers"][0]["metadata"]
+    meta = one(from_keda_blocks()["keda"], "ScaledObject")["spec"]["triggers"][0]["metadata"]
     (entry,) = variant["spec"]["taskTypes"]
     assert variant["spec"]["source"] == "list"
     assert entry["queues"] == [meta["listName"]]
@@ -159,7 +142,7 @@ def test_the_list_source_variant_differs_only_by_the_source_fields() -> None:
 
 
 def test_the_list_source_variant_is_declared_by_the_crd_and_parsed_as_a_list_source() -> None:
-    variant = one(blocks()["taskscaler-list-source"], "TaskScaler")
+    variant = one(from_keda_blocks()["taskscaler-list-source"], "TaskScaler")
     assert undeclared(variant["spec"], spec_schema(), "spec") == []
     config = config_from_object(variant)
     assert [t.name for t in config.policy.types] == ["emails"]
@@ -176,7 +159,7 @@ def test_every_test_the_page_names_exists() -> None:
     """``path::name`` references, and ``::name`` for another test of the same file."""
     named: list[tuple[str, str]] = []
     path = ""
-    for ref_path, name in re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", PAGE.read_text()):
+    for ref_path, name in re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", FROM_KEDA.read_text()):
         path = ref_path or path
         assert path, f"::{name} names no file"
         named.append((path, name))

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 import redis
 
+from support.workers import run_taskscale
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 
@@ -19,16 +18,7 @@ pytestmark = pytest.mark.integration
 def run(
     url: str, *argv: str, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, TASKSCALE_REDIS_URL=url, TASKSCALE_NAMESPACE="taskscale")
-    env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "taskscale.cli", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_taskscale(url, *argv, env=extra_env)
 
 
 def make_dead(r: redis.Redis, keys: Keys, n: int) -> list[str]:

@@ -14,15 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from support.controller import (
-    MemoryActuator,
-    enqueue,
-    finish_tasks,
-    register_worker,
-    start_tasks,
-    wait_until,
-)
+from support.controller import MemoryActuator, enqueue, finish_tasks, register_worker, start_tasks
 from support.redis_server import RedisServer, free_port
+from support.waiting import wait_until
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.fallback import Fallback
 from taskscale.controller.metrics import ControllerMetrics

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ from typing import Any
 import redis
 
 from support.redis_server import free_port
-from support.workers import REPO, process_env, processes, start_worker, wait_until
+from support.waiting import wait_until
+from support.workers import processes, start_worker, taskscale_process
 from taskscale.dashboard.server import RunningDashboard, serve_in_thread
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -56,10 +56,12 @@ def dashboard_command(
     """``taskscale dashboard --port=P ARGS`` on a free port, yielded once it
     answers ``/healthz``; terminated on exit, its stdout/stderr then kept."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}", *args],
-        env=process_env(redis_url, env),
-        cwd=REPO,
+    process = taskscale_process(
+        redis_url,
+        "dashboard",
+        f"--port={port}",
+        *args,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,

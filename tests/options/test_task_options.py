@@ -14,7 +14,8 @@ import pytest
 import redis
 from options_tasks import ATTEMPTS, EVENTS
 
-from support.workers import processes, start_scheduler, start_worker, text, wait_until
+from support.waiting import wait_until
+from support.workers import processes, start_scheduler, start_worker, text
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions, resolve
 from taskscale.producer import Producer

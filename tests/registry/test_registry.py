@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import redis
 from registry_tasks import GATE
 
+from support.waiting import wait_until
 from support.workers import (
     kill,
-    process_env,
     processes,
+    run_taskscale,
     start_scheduler,
     start_worker,
     stop,
     text,
-    wait_until,
 )
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -48,14 +46,7 @@ def _only_worker(r: redis.Redis) -> str:
 
 
 def _status(url: str, *flags: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "taskscale.cli", "status", *flags],
-        env=process_env(url),
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout.decode()
+    return run_taskscale(url, "status", *flags, check=True).stdout
 
 
 def test_a_running_worker_records_its_id_pod_host_types_and_threads(

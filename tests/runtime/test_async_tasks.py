@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 import redis
-from rthelpers import running_worker
 
 from support.waiting import wait_until
+from support.workers import running_scheduler, running_worker
 from taskscale import cancel, current_task
 from taskscale.catalog import describe_task
 from taskscale.cli.catalog import render
@@ -21,7 +20,6 @@ from taskscale.keys import Keys
 from taskscale.options import TaskOptions
 from taskscale.producer import Producer
 from taskscale.rpc import call
-from taskscale.scheduling.scheduler import Scheduler
 from taskscale.tasks import TaskRegistry
 
 pytestmark = pytest.mark.integration
@@ -41,15 +39,11 @@ def test_a_failing_async_task_is_retried_then_dead_lettered(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
     task_id = producer.enqueue("async_fail", message="no luck", max_retries=2)
-    scheduler = Scheduler(redis.Redis.from_url(redis_url), keys=keys)  # promotes the retries
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    try:
-        with running_worker(redis_url, ("async_fail",), threads=1):
-            wait_until(lambda: r.llen(keys.dead("async_fail")) == 1, timeout=30)
-    finally:
-        scheduler.stop()
-        thread.join(10)
+    with (
+        running_scheduler(redis_url, keys=keys),  # promotes the retries
+        running_worker(redis_url, ("async_fail",), threads=1),
+    ):
+        wait_until(lambda: r.llen(keys.dead("async_fail")) == 1, timeout=30)
     [dead] = [json.loads(d) for d in r.lrange(keys.dead("async_fail"), 0, -1)]
     assert dead["error"] == "ExampleFailure: no luck"
     assert json.loads(dead["envelope"])["id"] == task_id

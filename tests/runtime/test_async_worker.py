@@ -13,9 +13,10 @@ import time
 import pytest
 import redis
 from cancel_tasks import CANCELLED, STARTED
-from rthelpers import example_worker, sigterm_twice, taskscale_process
 
+from support.counters import active, stat
 from support.waiting import wait_until
+from support.workers import example_worker, sigterm_twice, taskscale_process, worker_argv
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 
@@ -29,14 +30,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     finally:
         proc.kill()
         proc.communicate()
-
-
-def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
-    return int(r.hget(keys.active, task_type) or 0)
-
-
-def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
-    return int(r.hget(keys.stats(task_type), field) or 0)
 
 
 def inflight(r: redis.Redis, keys: Keys) -> int:
@@ -198,19 +191,8 @@ def test_at_the_grace_end_running_coroutines_are_cancelled_and_their_tasks_reque
     with no failure recorded."""
     held = producer.enqueue_many("held", [Call(kwargs={"tag": t}) for t in "ab"])
     waiting = producer.enqueue("held", tag="waiting")
-    proc = taskscale_process(
-        redis_url,
-        "worker",
-        "--import",
-        "cancel_tasks",
-        "--types",
-        "held",
-        "--async-slots",
-        "2",
-        "--grace",
-        "1",
-        stderr=subprocess.PIPE,
-    )
+    argv = worker_argv("held", "cancel_tasks", async_slots=2, grace=1)
+    proc = taskscale_process(redis_url, *argv, stderr=subprocess.PIPE)
     try:
         wait_until(lambda: r.llen(STARTED) == 2, timeout=30)
         proc.send_signal(signal.SIGTERM)

@@ -10,9 +10,9 @@ import time
 
 import pytest
 import redis
-from rthelpers import running_worker
 
 from support.waiting import wait_until
+from support.workers import running_worker
 from taskscale import cancel, current_task
 from taskscale.cli import main
 from taskscale.keys import Keys

@@ -7,18 +7,16 @@ import subprocess
 
 import pytest
 import redis
-from rthelpers import taskscale_process
 
 from support.redis_server import free_port
+from support.workers import run_taskscale
 from taskscale.keys import Keys
 
 pytestmark = pytest.mark.integration
 
 
 def run(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    proc = taskscale_process(url, *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate(timeout=60)
-    return subprocess.CompletedProcess(argv, proc.returncode, out.decode(), err.decode())
+    return run_taskscale(url, *argv)
 
 
 def test_enqueue_then_status_json_reports_queued_and_delayed(

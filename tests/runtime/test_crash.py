@@ -17,9 +17,9 @@ from collections import Counter
 import pytest
 import redis
 from crash_tasks import FINISHED, STARTED
-from rthelpers import taskscale_process
 
 from support.waiting import wait_until
+from support.workers import live_pids, taskscale_process, worker_argv
 from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
@@ -32,38 +32,21 @@ KILLS = 12
 KILL_EVERY_S = 0.5
 
 
-def live_pids(r: redis.Redis, keys: Keys) -> set[int]:
-    """Pids of registered workers (ids are pod-PID-random)."""
-    ids = [w.decode() if isinstance(w, bytes) else str(w) for w in r.zrange(keys.workers, 0, -1)]
-    return {int(w.rsplit("-", 2)[1]) for w in ids}
-
-
-def start_worker(url: str) -> subprocess.Popen[bytes]:
-    return taskscale_process(
-        url,
-        "worker",
-        "--import",
-        "crash_tasks",
-        "--types",
+def crash_worker(url: str) -> subprocess.Popen[bytes]:
+    argv = worker_argv(
         "crashsleep",
-        "--threads",
-        "2",
-        "--lease",
-        "1.5",
-        "--heartbeat",
-        "0.3",
-        "--idle-wait",
-        "0.5",
-        "--grace",
-        "20",
+        "crash_tasks",
+        threads=2,
+        lease=1.5,
+        heartbeat=0.3,
+        idle_wait=0.5,
+        grace=20,
         # a task at the head of the queue may be in flight at many kills; this
         # test is about losing nothing, not the poison-task limit (default 5)
-        "--max-lost",
-        "1000",
-        "--log-level",
-        "WARNING",
-        stderr=subprocess.DEVNULL,
+        max_lost=1000,
+        log_level="WARNING",
     )
+    return taskscale_process(url, *argv, stderr=subprocess.DEVNULL)
 
 
 def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
@@ -96,7 +79,7 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
         taskscale_process(redis_url, "scheduler", "--lease", "1.5", "--log-level", "WARNING")
         for _ in range(2)
     ]
-    workers = [start_worker(redis_url) for _ in range(WORKERS)]
+    workers = [crash_worker(redis_url) for _ in range(WORKERS)]
     sampler = threading.Thread(target=sample_active, daemon=True)
     sampler.start()
     in_flight_at_kill: Counter[str] = Counter()
@@ -120,7 +103,7 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
                 for task_id in r.hkeys(key):
                     text = task_id.decode() if isinstance(task_id, bytes) else task_id
                     in_flight_at_kill[text] += 1
-            workers.append(start_worker(redis_url))
+            workers.append(crash_worker(redis_url))
 
         def finished_all() -> bool:
             return len(set(r.lrange(FINISHED, 0, -1))) == TASKS

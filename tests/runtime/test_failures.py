@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from rthelpers import running_worker
 
 from support.waiting import wait_until
+from support.workers import running_worker
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.tasks import TaskRegistry

@@ -5,15 +5,14 @@ and says when a held-back type gets its next token (docs/schema.md, "Limits").""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 import redis
-from test_scripts import W, heartbeat
 
+from support.scripts import W, heartbeat
+from support.workers import run_taskscale
 from taskscale.keys import Keys
 from taskscale.limits import (
     TypeLimits,
@@ -136,13 +135,7 @@ def test_an_unlimited_type_sees_no_held_types(
 
 def test_cli_limits_set_list_clear(redis_url: str, r: redis.Redis, keys: Keys) -> None:
     def cli(*argv: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "taskscale.cli", "limits", *argv, "--redis-url", redis_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        done = run_taskscale(redis_url, "limits", *argv, "--redis-url", redis_url, check=True)
         return done.stdout
 
     assert "rate 100/1s" in cli("set", "mail", "--rate", "100/s", "--concurrency", "20")

@@ -13,10 +13,9 @@ import time
 import pytest
 import redis
 from limits_tasks import FINISHED, PEAKS, RUNNING
-from rthelpers import taskscale_process
-from test_crash import live_pids
 
 from support.waiting import wait_until
+from support.workers import live_pids, taskscale_process, worker_argv
 from taskscale.keys import Keys
 from taskscale.limits import set_limits
 from taskscale.producer import Producer
@@ -31,14 +30,18 @@ CAP = 3
 KILLS = 4
 
 
-def start_worker(url: str) -> subprocess.Popen[bytes]:
-    return taskscale_process(
-        url,
-        *("worker", "--import", "limits_tasks", "--types", "limcap", "--threads", "4"),
-        *("--lease", "1.5", "--heartbeat", "0.3", "--idle-wait", "0.5", "--grace", "20"),
-        *("--log-level", "WARNING"),
-        stderr=subprocess.DEVNULL,
+def capped_worker(url: str) -> subprocess.Popen[bytes]:
+    argv = worker_argv(
+        "limcap",
+        "limits_tasks",
+        threads=4,
+        lease=1.5,
+        heartbeat=0.3,
+        idle_wait=0.5,
+        grace=20,
+        log_level="WARNING",
     )
+    return taskscale_process(url, *argv, stderr=subprocess.DEVNULL)
 
 
 def enqueue_all(producer: Producer) -> list[str]:
@@ -69,7 +72,7 @@ def test_killed_workers_give_back_cap_slots_and_unique_keys(
         taskscale_process(redis_url, "scheduler", "--lease", "1.5", "--log-level", "WARNING")
         for _ in range(2)
     ]
-    workers = [start_worker(redis_url) for _ in range(3)]
+    workers = [capped_worker(redis_url) for _ in range(3)]
     sampler = threading.Thread(target=sample_active, daemon=True)
     sampler.start()
     kills = caught = 0
@@ -90,7 +93,7 @@ def test_killed_workers_give_back_cap_slots_and_unique_keys(
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
             kills += 1
-            workers.append(start_worker(redis_url))
+            workers.append(capped_worker(redis_url))
 
         def finished_all() -> bool:
             return len(set(r.lrange(FINISHED + "limcap", 0, -1))) == TASKS

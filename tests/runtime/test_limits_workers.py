@@ -13,9 +13,9 @@ from contextlib import contextmanager
 import pytest
 import redis
 from limits_tasks import CLAIMS, FINISHED, PEAKS, STARTS, WAITS
-from rthelpers import taskscale_process
 
 from support.waiting import wait_until
+from support.workers import taskscale_process, worker_argv
 from taskscale.keys import Keys
 from taskscale.limits import set_limits
 from taskscale.producer import Call, Producer
@@ -24,22 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def worker(url: str, types: str, threads: int, *extra: str) -> subprocess.Popen[bytes]:
-    return taskscale_process(
-        url,
-        "worker",
-        "--import",
-        "limits_tasks",
-        "--types",
-        types,
-        "--threads",
-        str(threads),
-        "--idle-wait",
-        "2",
-        "--log-level",
-        "WARNING",
-        *extra,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = worker_argv(types, "limits_tasks", threads=threads, idle_wait=2, log_level="WARNING")
+    return taskscale_process(url, *argv, *extra, stderr=subprocess.DEVNULL)
 
 
 @contextmanager

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 from gate_tasks import FINISHED, GATE, STARTED
-from rthelpers import taskscale_process
 
 from support.redis_server import free_port
 from support.waiting import wait_until
+from support.workers import taskscale_process, worker_argv
 from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
@@ -40,19 +40,10 @@ class Pod:
     def __init__(self, url: str, log: Path, *extra: str) -> None:
         self.log = log
         with open(log, "wb") as out:
-            self.proc = taskscale_process(
-                url,
-                "worker",
-                "--import=gate_tasks",
-                "--types=gated",
-                "--threads=2",
-                "--lease=5",
-                "--heartbeat=0.3",
-                "--idle-wait=0.5",
-                "--grace=30",
-                *extra,
-                stderr=out,
+            argv = worker_argv(
+                "gated", "gate_tasks", threads=2, lease=5, heartbeat=0.3, idle_wait=0.5, grace=30
             )
+            self.proc = taskscale_process(url, *argv, *extra, stderr=out)
         self.seen: set[int] = set()
 
     def children(self, r: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:

@@ -8,8 +8,9 @@ import json
 
 import pytest
 import redis
-from test_scripts import W, active, claim, complete, heartbeat, stat
 
+from support.counters import active, stat
+from support.scripts import W, claim, complete, heartbeat
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer

@@ -6,18 +6,19 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
 import redis
 
 from support.waiting import wait_until
+from support.workers import running_scheduler
 from taskscale.connection import connect
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
-from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
+from taskscale.scheduling.scheduler import Scheduler
 
 pytestmark = pytest.mark.integration
 
@@ -26,25 +27,8 @@ LIST_AND_CLOCK = "return {redis.call('TIME'), redis.call('LRANGE', KEYS[1], 0, -
 
 @contextmanager
 def schedulers(url: str, n: int, **settings: Any) -> Iterator[list[Scheduler]]:
-    running = [
-        Scheduler(
-            connect(url),
-            keys=Keys("taskscale"),
-            settings=SchedulerSettings(**settings),
-        )
-        for _ in range(n)
-    ]
-    threads = [threading.Thread(target=s.run, daemon=True) for s in running]
-    for t in threads:
-        t.start()
-    try:
-        yield running
-    finally:
-        for s in running:
-            s.stop()
-        for t in threads:
-            t.join(10)
-            assert not t.is_alive()
+    with ExitStack() as stack:
+        yield [stack.enter_context(running_scheduler(url, **settings)) for _ in range(n)]
 
 
 def test_delayed_task_is_promoted_when_due_not_before(

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import signal
-import threading
 import urllib.error
 import urllib.request
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
-from rthelpers import taskscale_process
 
 from support.redis_server import free_port
 from support.waiting import wait_until
+from support.workers import running_scheduler, taskscale_process
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
-from taskscale.scheduling.scheduler import Scheduler, SchedulerSettings
 from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
 pytestmark = pytest.mark.integration
@@ -61,38 +59,26 @@ def test_metrics_count_promotions_reaps_and_heartbeats(
     metrics = SchedulerMetrics(lease_s=0.4)
     server = metrics.serve(port=0, host="127.0.0.1")
     assert get(server.port, "/readyz")[0] == 503  # no heartbeat yet
-    client = redis.Redis.from_url(redis_url)
-    scheduler = Scheduler(
-        client,
-        keys=keys,
-        settings=SchedulerSettings(lease_s=0.4),
-        metrics=metrics,
-    )
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
     try:
-        wait_until(
-            lambda: samples(server.port).get("taskscale_scheduler_promoted_tasks_total") == 3,
-            timeout=10,
-        )
-        wait_until(
-            lambda: samples(server.port).get("taskscale_scheduler_reaped_tasks_total") == 1,
-            timeout=10,
-        )
-        seen = samples(server.port)
-        assert seen["taskscale_scheduler_reaped_workers_total"] == 1
-        assert seen["taskscale_scheduler_promote_lateness_seconds_count"] >= 1
-        assert seen["taskscale_scheduler_alive_schedulers"] == 1
-        assert seen["taskscale_scheduler_heartbeat_timestamp_seconds"] > 1.7e9
-        assert seen["taskscale_scheduler_redis_errors_total"] == 0
-        assert get(server.port, "/healthz")[0] == 200
-        assert get(server.port, "/readyz")[0] == 200
+        with running_scheduler(redis_url, keys=keys, metrics=metrics, lease_s=0.4):
+            wait_until(
+                lambda: samples(server.port).get("taskscale_scheduler_promoted_tasks_total") == 3,
+                timeout=10,
+            )
+            wait_until(
+                lambda: samples(server.port).get("taskscale_scheduler_reaped_tasks_total") == 1,
+                timeout=10,
+            )
+            seen = samples(server.port)
+            assert seen["taskscale_scheduler_reaped_workers_total"] == 1
+            assert seen["taskscale_scheduler_promote_lateness_seconds_count"] >= 1
+            assert seen["taskscale_scheduler_alive_schedulers"] == 1
+            assert seen["taskscale_scheduler_heartbeat_timestamp_seconds"] > 1.7e9
+            assert seen["taskscale_scheduler_redis_errors_total"] == 0
+            assert get(server.port, "/healthz")[0] == 200
+            assert get(server.port, "/readyz")[0] == 200
     finally:
-        scheduler.stop()
-        thread.join(10)
         server.stop()
-        client.close()
-    assert not thread.is_alive()
     assert r.llen(keys.queue("b")) == 3 and r.llen(keys.queue("a")) == 1
 
 

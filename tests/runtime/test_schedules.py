@@ -14,9 +14,9 @@ from contextlib import contextmanager
 
 import pytest
 import redis
-from rthelpers import taskscale_process
 
 from support.waiting import wait_until
+from support.workers import taskscale_process
 from taskscale.keys import Keys
 from taskscale.scheduling.schedules import Schedules, advance_due
 from taskscale.status import collect, render

@@ -8,16 +8,16 @@ import subprocess
 
 import pytest
 import redis
-from rthelpers import example_worker, sigterm_twice
 
 from support.waiting import wait_until
+from support.workers import example_worker, sigterm_twice
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def start_worker(url: str, *extra: str) -> subprocess.Popen[bytes]:
+def sleep_worker(url: str, *extra: str) -> subprocess.Popen[bytes]:
     return example_worker(url, "sleep", "--threads", "2", *extra)
 
 
@@ -29,7 +29,7 @@ def test_sigterm_lets_short_tasks_finish_and_exits_zero(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
     producer.enqueue_many("sleep", [Call(kwargs={"seconds": 1.0})] * 2)
-    proc = start_worker(redis_url, "--grace", "20")
+    proc = sleep_worker(redis_url, "--grace", "20")
     try:
         wait_until(lambda: busy(r, keys) == 2, timeout=30)
         proc.send_signal(signal.SIGTERM)
@@ -47,7 +47,7 @@ def test_grace_period_end_returns_long_tasks_to_the_head_of_their_queue(
 ) -> None:
     long_ids = producer.enqueue_many("sleep", [Call(kwargs={"seconds": 60})] * 2)
     waiting = producer.enqueue("sleep", seconds=0.1)
-    proc = start_worker(redis_url, "--grace", "0.5")
+    proc = sleep_worker(redis_url, "--grace", "0.5")
     try:
         wait_until(lambda: busy(r, keys) == 2, timeout=30)
         proc.send_signal(signal.SIGTERM)
@@ -66,7 +66,7 @@ def test_second_sigterm_stops_at_once(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
     producer.enqueue("sleep", seconds=60)
-    proc = start_worker(redis_url, "--grace", "120")
+    proc = sleep_worker(redis_url, "--grace", "120")
     try:
         wait_until(lambda: busy(r, keys) == 1, timeout=30)
         assert sigterm_twice(proc) == 0  # long before the 120 s grace

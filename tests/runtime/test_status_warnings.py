@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 import pytest
 import redis
-from rthelpers import running_worker
 
 from support.waiting import wait_until
+from support.workers import running_scheduler, running_worker
 from taskscale.cli import main
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -50,12 +49,7 @@ def test_a_running_scheduler_is_listed_and_silences_the_warning(
 ) -> None:
     producer.enqueue("later", delay=3600)
     make_overdue(r, keys, "later")
-    scheduler = Scheduler(
-        redis.Redis.from_url(redis_url), keys=keys, settings=SchedulerSettings(lease_s=4.0)
-    )
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    try:
+    with running_scheduler(redis_url, keys=keys, lease_s=4.0) as scheduler:
         wait_until(lambda: collect(r, keys)["schedulers"] == [scheduler.id])
         wait_until(lambda: collect(r, keys)["types"]["later"]["delayed"] == 0)  # promoted
         assert "schedulers alive: 1" in render(collect(r, keys))
@@ -63,9 +57,6 @@ def test_a_running_scheduler_is_listed_and_silences_the_warning(
         producer.enqueue("again", delay=3600)
         make_overdue(r, keys, "again")
         assert not any("no scheduler" in w for w in collect(r, keys)["warnings"])
-    finally:
-        scheduler.stop()
-        thread.join(10)
     assert collect(r, keys)["schedulers"] == []  # a clean stop deregisters at once
 
 

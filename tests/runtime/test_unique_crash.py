@@ -5,17 +5,12 @@ enqueued again). Real worker and scheduler processes."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
-from fanout_tasks import FINISHED, HANG_ENV, STARTS
-
-from support.workers import kill, processes, start_scheduler, start_worker, wait_until
+from support.fanout_tasks import FINISHED, HANG_ENV, STARTS
+from support.waiting import wait_until
+from support.workers import kill, processes, start_scheduler, start_worker
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 
@@ -36,7 +31,7 @@ def test_a_unique_key_outlives_a_sigkilled_worker_and_is_released_by_the_rerun(
     hanging = start_worker(
         redis_url,
         types="fo.track",
-        imports=["fanout_tasks"],
+        imports=["support.fanout_tasks"],
         threads=1,
         lease=1.5,
         heartbeat=0.3,
@@ -51,7 +46,7 @@ def test_a_unique_key_outlives_a_sigkilled_worker_and_is_released_by_the_rerun(
         started.append(start_scheduler(redis_url))
         wait_until(lambda: int(r.hget(KEYS.stats("fo.track"), "requeued") or 0) == 1)
         assert enqueue() == first  # returned to its queue by the reaper: still held
-        started.append(start_worker(redis_url, types="fo.track", imports=["fanout_tasks"]))
+        started.append(start_worker(redis_url, types="fo.track", imports=["support.fanout_tasks"]))
         wait_until(lambda: r.llen(FINISHED.format(tag=TAG)) == 1)
         wait_until(lambda: not r.exists(KEYS.unique("report:1")))
     assert r.hget(STARTS.format(tag=TAG), "1") == b"2"  # the killed run, then the rerun

@@ -9,10 +9,11 @@ import urllib.request
 
 import pytest
 import redis
-from rthelpers import running_worker
 
+from support.counters import stat
 from support.redis_server import RedisServer, free_port
 from support.waiting import wait_until
+from support.workers import running_scheduler, running_worker
 from taskscale.keys import Keys
 from taskscale.metrics import WorkerMetrics
 from taskscale.producer import Call, Producer
@@ -21,10 +22,6 @@ from taskscale.tasks import registry as examples_registry
 from taskscale.worker import Worker, WorkerSettings
 
 pytestmark = pytest.mark.integration
-
-
-def stat(r: redis.Redis, keys: Keys, task_type: str, name: str) -> int:
-    return int(r.hget(keys.stats(task_type), name) or 0)
 
 
 def test_worker_runs_tasks_and_leaves_counters_at_zero(
@@ -89,18 +86,10 @@ def test_priorities_run_most_urgent_first(
 def test_failing_task_is_retried_then_dead_lettered(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
-    from taskscale.scheduling.scheduler import Scheduler
 
     producer.enqueue("fail", message="nope", max_retries=2)
-    scheduler = Scheduler(redis.Redis.from_url(redis_url), keys=keys)
-    thread = threading.Thread(target=scheduler.run, daemon=True)
-    thread.start()
-    try:
-        with running_worker(redis_url, ("fail",), threads=1):
-            wait_until(lambda: r.llen(keys.dead("fail")) == 1)
-    finally:
-        scheduler.stop()
-        thread.join(10)
+    with running_scheduler(redis_url, keys=keys), running_worker(redis_url, ("fail",), threads=1):
+        wait_until(lambda: r.llen(keys.dead("fail")) == 1)
     [dead] = [json.loads(d) for d in r.lrange(keys.dead("fail"), 0, -1)]
     assert dead["error"] == "ExampleFailure: nope"
     assert json.loads(dead["envelope"])["attempts"] == 2

@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 import redis
-from rthelpers import taskscale_process
 
 from support.redis_server import free_port
 from support.waiting import wait_until
+from support.workers import taskscale_process
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 

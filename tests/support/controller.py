@@ -1,5 +1,6 @@
-"""Test helpers for the controller: Redis writes in the documented schema, and
-an in-memory actuator.
+"""Test helpers for the controller: Redis writes in the documented schema, an
+in-memory actuator, TaskScaler objects as the parser reads them, and a count
+of the round trips an observer makes.
 
 The writes follow docs/schema.md's "plain commands" recipe, so these tests
 do not depend on the runtime's producer or worker, only on the contract.
@@ -11,16 +12,18 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from pathlib import Path
+from typing import Any
 
 import redis
 
 from taskscale.controller.reconciler import TargetNotFound
 from taskscale.keys import DEFAULT_PRIORITY, Keys
 
-T = TypeVar("T")
+#: The TaskScaler CRD, as deploy/ installs it.
+CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "taskscaler.yaml"
 
 
 def enqueue(r: redis.Redis, keys: Keys, task_type: str, count: int = 1) -> None:
@@ -100,15 +103,34 @@ class MemoryActuator:
             self.replicas = replicas
 
 
-def wait_until(
-    probe: Callable[[], T | None], *, timeout: float = 30.0, what: str = "condition"
-) -> T:
-    """Poll ``probe`` until truthy, at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    value = probe()
-    while not value:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-        value = probe()
-    return value
+def scaler_object(**spec: Any) -> dict[str, Any]:
+    """A TaskScaler object (jobs/emails, generation 4) as the controller's
+    parser receives it: a minimal valid spec, updated with ``spec``."""
+    base: dict[str, Any] = {
+        "scaleTargetRef": {"name": "email-worker"},
+        "redis": {"url": "redis://redis:6379/0"},
+        "taskTypes": [{"name": "email"}],
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "taskscale.io/v1alpha1",
+        "kind": "TaskScaler",
+        "metadata": {"name": "emails", "namespace": "jobs", "generation": 4},
+        "spec": base,
+    }
+
+
+class CountingConnection(redis.Connection):
+    """A real connection that counts the requests it sends (one per round trip)."""
+
+    sends = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        type(self).sends += 1
+        super().send_packed_command(command, check_health)
+
+
+def evalsha_calls(client: redis.Redis) -> int:
+    """How many EVALSHA the server has run (its command statistics)."""
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))

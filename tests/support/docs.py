@@ -1,5 +1,7 @@
-"""The commands the documentation shows, extracted from the files themselves so
-the tests that run them cannot drift from what a reader copies.
+"""What the documentation shows, extracted from the files themselves so the
+tests that run or parse it cannot drift from what a reader copies.
+
+The commands:
 
 * the production guide (docs/operating.md): every ``sh`` block carries a
   marker on the line before its fence -- ``<!-- test: redis -->`` (run against
@@ -8,6 +10,9 @@ the tests that run them cannot drift from what a reader copies.
 * the README's Kubernetes quick start: the first ``sh`` block under
   "### On Kubernetes";
 * NOTES.txt as Helm renders it: its indented command lines.
+
+The manifests: docs/from-keda.md's YAML blocks, each under a
+``<!-- from-keda: NAME -->`` marker.
 """
 
 from __future__ import annotations
@@ -18,11 +23,16 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "operating.md"
 README = REPO / "README.md"
+FROM_KEDA = REPO / "docs" / "from-keda.md"
 
+_FROM_KEDA_BLOCK = re.compile(r"<!-- from-keda: ([a-z-]+) -->\n```yaml\n(.*?)```", re.S)
 _MARKER = re.compile(r"<!--\s*test:\s*(redis|kube|skip)\b\s*(.*?)\s*-->")
 
 
@@ -99,3 +109,19 @@ def run_bash(
         timeout=timeout,
         check=False,
     )
+
+
+def from_keda_blocks() -> dict[str, list[dict[str, Any]]]:
+    """docs/from-keda.md's marked YAML blocks by marker, each as its list of documents."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, text in _FROM_KEDA_BLOCK.findall(FROM_KEDA.read_text()):
+        assert name not in found, f"marker {name} used twice"
+        found[name] = [doc for doc in yaml.safe_load_all(text) if doc]
+    return found
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The one document of ``kind`` among ``docs``."""
+    matching = [d for d in docs if d.get("kind") == kind]
+    assert len(matching) == 1, f"expected one {kind}, found {len(matching)}"
+    return matching[0]

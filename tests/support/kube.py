@@ -8,25 +8,24 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from support.controller import CRD
 from support.kube_cluster import wait_for
 from taskscale.controller import kube
 from taskscale.controller.kube import GROUP, PLURAL, VERSION, ControllerSettings
 from taskscale.controller.reconciler import ReconcilerSettings, RetrySettings
 
-CRD_PATH = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "taskscaler.yaml"
 LABELS = {"app": "worker"}
 
 
 def install_crd(api: client.ApiClient) -> None:
     """Create or update the TaskScaler CRD and wait until it is served."""
-    kube.install_crd(api, yaml.safe_load(CRD_PATH.read_text()))
+    kube.install_crd(api, yaml.safe_load(CRD.read_text()))
     custom = client.CustomObjectsApi(api)
     wait_for(lambda: _served(custom), timeout=60, what="taskscalers to be served")
 

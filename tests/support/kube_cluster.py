@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import pytest
 from kubernetes import client, config
 
 from e2e.cluster.localcluster import Binaries, LocalCluster, ensure_binaries
+from support.waiting import wait_until
 
 __all__ = ["KubeCluster", "kube_cluster", "kube_namespace", "kube_node_cluster", "wait_for"]
 
@@ -75,15 +75,9 @@ def wait_for(
     interval: float = 0.25,
     what: str = "condition",
 ) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+    """:func:`support.waiting.wait_until` with the longer defaults an API
+    server's eventual consistency needs."""
+    return wait_until(probe, timeout=timeout, interval=interval, what=what)
 
 
 def _existing_cluster() -> KubeCluster | None:

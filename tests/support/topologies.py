@@ -13,12 +13,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import redis
+
+from support.waiting import wait_until
 
 LOOPBACK = "127.0.0.1"
 #: How long a node may be unreachable before the cluster / sentinels fail it over.
@@ -50,17 +51,16 @@ def free_ports(count: int, *, bus: bool = False) -> list[int]:
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    """:func:`support.waiting.wait_until` that reads a Redis or socket error as
+    "not yet" (servers starting, a failover under way)."""
+
+    def quietly() -> Any:
         try:
-            value = predicate()
-            if value:
-                return value
+            return predicate()
         except (redis.RedisError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not within {timeout} s")
-        time.sleep(0.05)
+            return None
+
+    return wait_until(quietly, timeout=timeout, interval=0.05, what=what)
 
 
 class _Servers:

@@ -1,4 +1,5 @@
-"""Test-only tasks for the fan-out tests (imported by worker processes).
+"""Test-only tasks for the fan-out tests and the unique-task crash test
+(imported by worker processes as ``support.fanout_tasks``).
 
 They observe the concurrency limit from *inside* the task bodies, where it
 matters: each run INCRs a shared Redis counter on start, raises a running

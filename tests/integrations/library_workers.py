@@ -18,6 +18,7 @@ from types import TracebackType
 import redis
 
 from support.waiting import wait_until
+from support.workers import process_env
 from taskscale.keys import Keys
 
 HERE = Path(__file__).resolve().parent
@@ -36,15 +37,15 @@ class WorkerProcess:
         self, argv: list[str], *, redis_url: str, keys: Keys, log: Path, lease_s: float
     ) -> None:
         self.argv, self.keys, self.log = argv, keys, log
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)]),
-            "TASKSCALE_REDIS_URL": redis_url,
-            "TEST_JOBS_REDIS_URL": redis_url,
-            "TASKSCALE_NAMESPACE": keys.namespace,
-            "TEST_CELERY_BROKER": broker_url(redis_url),
-            "TEST_TRACK_LEASE": str(lease_s),
-        }
+        self.env = process_env(
+            redis_url,
+            {
+                "TEST_JOBS_REDIS_URL": redis_url,
+                "TASKSCALE_NAMESPACE": keys.namespace,
+                "TEST_CELERY_BROKER": broker_url(redis_url),
+                "TEST_TRACK_LEASE": str(lease_s),
+            },
+        )
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, r: redis.Redis) -> WorkerProcess:
