@@ -41,7 +41,7 @@ SKIPPED = {
     "port-forward": "needs a running controller pod",
     "curl ": "reads the port-forward above",
     "taskscale enqueue": "needs the in-cluster Redis pod running (run against a real Redis "
-    "in tests/runtime/test_doc_commands.py)",
+    "in tests/docs/test_doc_commands.py)",
 }
 
 

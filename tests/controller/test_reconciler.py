@@ -94,11 +94,6 @@ def reconciler(reporter: ListReporter) -> Iterator[Reconciler]:
     rec.close()
 
 
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("taskscale")
-
-
 def test_queued_tasks_scale_a_target_from_zero_to_demand(
     reconciler: Reconciler, r: redis.Redis, redis_url: str, keys: Keys
 ) -> None:

@@ -1,7 +1,7 @@
 """``taskscale worker --processes P``: a supervisor of P real worker processes.
 
 Every test runs the real command against a real redis-server, with tasks
-(tests/runtime/gate_tasks.py) that hold their thread until the test opens a
+(tests/worker/gate_tasks.py) that hold their thread until the test opens a
 gate, so what is running when a process is killed or signalled is known
 exactly.  No scheduler runs: a dead child's tasks can only come back through
 the supervisor.

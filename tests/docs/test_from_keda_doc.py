@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
 from support.controller import CRD
-from support.docs import FROM_KEDA, from_keda_blocks, one
+from support.docs import FROM_KEDA, REPO, from_keda_blocks, one
 from taskscale.controller.config import TargetRef, config_from_object
 from taskscale.controller.fallback import Fallback
 from taskscale.redis_urls import check_url
 
-REPO = Path(__file__).resolve().parent.parent
 SOURCE_FIELDS = ("source", "queues", "tasks")
 
 

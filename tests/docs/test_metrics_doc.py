@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from support.docs import REPO
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.metrics import WorkerMetrics
 from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
 
-REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "metrics.md"
 #: A metric name in the doc, with the doc's shorthand for several names:
 #: ``taskscale_observed_{queued,due}_tasks`` (a label list such as

@@ -1,10 +1,10 @@
 """Guard: the runtime's core tests really run on the Redis Cluster too.
 
-tests/runtime/conftest.py parametrizes the tests of the modules in
-``ON_CLUSTER_TOO`` with ``backend=cluster`` by module name; a rename, a
-package ``__init__.py`` or a changed hook could silently drop every cluster
-case and the suite would still pass. This collects those modules in a fresh
-pytest and counts their ids.
+tests/conftest.py parametrizes the tests of the modules in ``ON_CLUSTER_TOO``
+with ``backend=cluster`` by their path under tests/; a move, a rename or a
+changed hook could silently drop every cluster case and the suite would
+still pass. This collects those modules in a fresh pytest and counts their
+ids.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parent
 
 
 def on_cluster_too() -> set[str]:
-    spec = importlib.util.spec_from_file_location("runtime_conftest", HERE / "conftest.py")
+    spec = importlib.util.spec_from_file_location("tests_conftest", HERE / "conftest.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,10 +30,14 @@ def on_cluster_too() -> set[str]:
 
 def test_the_core_tests_are_collected_on_the_cluster_as_well_as_on_one_server() -> None:
     modules = on_cluster_too()
-    assert modules == {"test_scripts", "test_crash", "test_scheduler"}
+    assert modules == {
+        "scripts/test_scripts.py",
+        "worker/test_crash.py",
+        "scheduler/test_scheduler.py",
+    }
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + [f"tests/runtime/{m}.py" for m in sorted(modules)],
+        + [f"tests/{m}" for m in sorted(modules)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -41,7 +45,7 @@ def test_the_core_tests_are_collected_on_the_cluster_as_well_as_on_one_server() 
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     ids = re.findall(
-        r"^tests/runtime/(test_\w+)\.py::\w+\[(?:[^\]]*-)?(single|cluster)(?:-[^\]]*)?\]$",
+        r"^tests/([\w/]+\.py)::\w+\[(?:[^\]]*-)?(single|cluster)(?:-[^\]]*)?\]$",
         out.stdout,
         re.MULTILINE,
     )
