@@ -36,7 +36,10 @@ from taskscale.producer import Producer  # noqa: E402
 #: The runtime's core tests (paths under tests/), run on one server and on a
 #: real Redis Cluster; tests/test_on_cluster_too.py checks both are collected.
 ON_CLUSTER_TOO = {
-    "scripts/test_scripts.py",
+    "scripts/test_enqueue_script.py",
+    "scripts/test_claim_script.py",
+    "scripts/test_outcome_scripts.py",
+    "scripts/test_return_scripts.py",
     "worker/test_crash.py",
     "scheduler/test_scheduler.py",
 }

@@ -31,7 +31,10 @@ def on_cluster_too() -> set[str]:
 def test_the_core_tests_are_collected_on_the_cluster_as_well_as_on_one_server() -> None:
     modules = on_cluster_too()
     assert modules == {
-        "scripts/test_scripts.py",
+        "scripts/test_enqueue_script.py",
+        "scripts/test_claim_script.py",
+        "scripts/test_outcome_scripts.py",
+        "scripts/test_return_scripts.py",
         "worker/test_crash.py",
         "scheduler/test_scheduler.py",
     }
