@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from bench.runtime_bench import family, groups_cpu, stop_groups
+from bench.runtime_procs import family, groups_cpu, stop_groups
 from support.waiting import wait_until
 
 #: A parent that starts a child in a session (so a process group) of its own;
