@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.probe import SLEEP_S
+from bench.runtime_profile import print_profiles
+from bench.runtime_settings import BenchSettings, Sample
 
 #: Issue 11's goals: the one-INCR body at >= 3x the fastest peer, the 1 ms
 #: sleep within 10 % of slots / 1 ms, the empty body >= 20k tasks/s (2 procs).
@@ -223,12 +225,12 @@ def goal_line(summary: dict[str, Any], body: str) -> tuple[float, str]:
 
 
 def samples_of(result: dict[str, Any]) -> list[Any]:
-    from bench.runtime_bench import Sample
-
     return [Sample(**{**x, "loadavg": tuple(x["loadavg"])}) for x in result["samples"]]
 
 
-def finish(meta: dict[str, Any], samples: Sequence[Any], settings: Any, logs: Path) -> int:
+def finish(
+    meta: dict[str, Any], samples: Sequence[Any], settings: BenchSettings, logs: Path
+) -> int:
     """Write the results file and the plot, print the tables (the harness's end)."""
     meta["measured"] = list(settings.peers)
     result = {"meta": meta, "samples": [asdict(x) for x in samples]}
@@ -240,8 +242,6 @@ def finish(meta: dict[str, Any], samples: Sequence[Any], settings: Any, logs: Pa
     print(markdown(result))
     plot(result, settings.plot)
     if settings.profile_dir is not None:
-        from bench.runtime_bench import print_profiles
-
         print_profiles(settings.profile_dir)
     print(f"\nwrote {settings.out} and {settings.plot}; worker logs in {logs}")
     return 0

@@ -49,7 +49,7 @@ from taskscale.luascripts import script_source
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
+from support.redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
 
 #: The last commit of main before flow control (its claim.lua is the baseline).
 BASELINE_REF = "67a4162"

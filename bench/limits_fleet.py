@@ -28,10 +28,9 @@ from taskscale.producer import Call, Producer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 
-from redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
-from rthelpers import taskscale_process  # noqa: E402
+from support.redis_server import RedisServer  # noqa: E402  (tests/ is not a package)
+from support.workers import taskscale_process  # noqa: E402
 
 
 def drain(url: str, tasks: int, workers: int, rate: str | None) -> dict[str, float]:

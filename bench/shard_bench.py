@@ -4,7 +4,7 @@ and the observer's cost for 1000 types over 3 namespaces.
     .venv/bin/python -m bench.shard_bench                 # 3 runs of each layout
     .venv/bin/python -m bench.shard_bench --tasks 5000 --runs 1
 
-One real Redis Cluster (3 masters + 3 replicas, tests/topologies.py) on
+One real Redis Cluster (3 masters + 3 replicas, tests/support/topologies.py) on
 loopback.  Layout "1 shard": every type in one namespace (one master), 3
 worker processes each serving every type.  Layout "3 shards": the types
 spread over three namespaces placed on the three masters
@@ -41,7 +41,7 @@ from taskscale.shards import ShardedProducer, ShardMap, spread_namespaces
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the cluster launcher the tests use
-from topologies import ClusterServers  # noqa: E402
+from support.topologies import ClusterServers  # noqa: E402
 
 
 def master_cost(cluster: ClusterServers) -> tuple[float, int]:

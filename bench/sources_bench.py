@@ -4,7 +4,7 @@ messages of 600 bytes per type) and kombu's ``unacked`` hash at several sizes.
     .venv/bin/python -m bench.sources_bench                  # 0, 1000, 10000, 50000
     .venv/bin/python -m bench.sources_bench --unacked 10000 --passes 50
 
-One real redis-server on loopback (tests/redis_server.py).  Each unacked entry
+One real redis-server on loopback (tests/support/redis_server.py).  Each unacked entry
 is shaped like kombu's (JSON ``[message, exchange, routing key]``, about 700
 bytes), spread evenly over the types' queues.  Prints the median and the
 slowest of ``--passes`` observe calls (client side: the round trip and the
@@ -23,8 +23,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from redis_server import RedisServer
-
+from support.redis_server import RedisServer
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource

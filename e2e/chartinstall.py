@@ -9,10 +9,10 @@ import redis
 import yaml
 from kubernetes import client
 
-# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+# e2e.support first: it puts tests/ on sys.path (for support.*).
 import e2e.support  # noqa: F401
-from chartlib import CHART, adopt_crd_if_present, helm
-from kube_fixture import wait_for
+from support.chart import CHART, adopt_crd_if_present, helm
+from support.kube_cluster import wait_for
 from e2e.environment import E2E
 from e2e.release import LOCAL_REDIS_CLUSTER_IP, RELEASE, TYPES, WORKER
 

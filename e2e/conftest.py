@@ -37,10 +37,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+# e2e.support first: it puts tests/ on sys.path (for support.*).
 from e2e.support import HostRedis, build_images
-from chartlib import helm
-from kube_fixture import KubeCluster
+from support.chart import helm
+from support.kube_cluster import KubeCluster
 from e2e.cluster.localcluster import LocalCluster
 from e2e.chartinstall import install_chart, pod_ip, wait_ready
 from e2e.environment import E2E

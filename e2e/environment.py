@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import redis
 from kubernetes import client
 
-# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+# e2e.support first: it puts tests/ on sys.path (for support.*).
 import e2e.support  # noqa: F401
-from kube_fixture import KubeCluster
+from support.kube_cluster import KubeCluster
 from e2e.hostprocs import ControllerProcesses, DeploymentFollower
 from e2e.release import WORKER
 

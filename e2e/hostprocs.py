@@ -22,10 +22,10 @@ from typing import IO, Protocol
 
 import yaml
 
-# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+# e2e.support first: it puts tests/ on sys.path (for support.*).
 from e2e.support import free_port
-from chartlib import service_account_token
-from kube_fixture import KubeCluster
+from support.chart import service_account_token
+from support.kube_cluster import KubeCluster
 from e2e.release import RELEASE, TYPES, WORKER
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-# e2e.support first: it puts tests/ and tests/chart/ on sys.path.
+# e2e.support first: it puts tests/ on sys.path (for support.*).
 import e2e.support  # noqa: F401
 from e2e.cluster.localcluster import LocalCluster, ensure_binaries
 

@@ -14,12 +14,13 @@ import redis
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO = E2E_DIR.parent
-# The e2e suite reuses the test suite's cluster fixture and chart helpers.
-for _extra in (REPO, REPO / "tests", REPO / "tests" / "chart"):
+# The e2e suite reuses the test suite's cluster fixture and chart helpers
+# (tests/support, imported as ``support`` as the tests do).
+for _extra in (REPO, REPO / "tests"):
     if str(_extra) not in sys.path:
         sys.path.insert(0, str(_extra))
 
-from kube_fixture import wait_for  # noqa: E402
+from support.kube_cluster import wait_for  # noqa: E402
 
 
 def free_port() -> int:

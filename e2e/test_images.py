@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from kube_fixture import wait_for
 
 from e2e.support import HostRedis, build_images
+from support.kube_cluster import wait_for
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.status import collect

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_fixture import wait_for
 from kubernetes import client
 
 from e2e.environment import E2E
 from e2e.release import WORKER
 from e2e.support import REPO, free_port
+from support.kube_cluster import wait_for
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.status import collect

@@ -17,10 +17,10 @@ import urllib.request
 from typing import Any
 
 import pytest
-from kube_fixture import wait_for
 from kubernetes import client
 
 from e2e.conftest import E2E, RELEASE
+from support.kube_cluster import wait_for
 from taskscale.keys import Keys
 from taskscale.producer import Producer
 from taskscale.status import collect

@@ -1,11 +1,11 @@
 """Shared fixtures: a real redis-server per test session, flushed per test.
 
-Tests that take ``redis_url`` (or ``r``) run on one plain server; a test
-module may parametrize the ``backend`` fixture (indirectly) with
-``"cluster"`` to run the same test on a real Redis Cluster as well
-(tests/runtime/conftest.py does, for the runtime's core tests).  The
-cluster, the Sentinel setup and the TLS server (tests/topologies.py) are
-started once per session, when a test first asks for them.
+Tests that take ``redis_url`` (or ``r``) run on one plain server; the
+modules in ``ON_CLUSTER_TOO`` (the runtime's core tests) run each such test
+on a real Redis Cluster as well, through the ``backend`` fixture.  The
+cluster, the Sentinel setup and the TLS server (tests/support/topologies.py)
+are started once per session, when a test first asks for them.  ``keys`` and
+``producer`` are the default namespace's, for every test that takes them.
 """
 
 from __future__ import annotations
@@ -18,19 +18,47 @@ from pathlib import Path
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TESTS = Path(__file__).resolve().parent
+# tests/ for the shared helpers (``from support.waiting import wait_until``);
+# the repository for bench/ and e2e/, which some tests and helpers import.
+for _path in (TESTS.parent, TESTS):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-from redis_server import RedisServer
-from topologies import ClusterServers, SentinelServers, TlsServer
+import taskscale.examples  # noqa: E402, F401  (registers noop, sleep, echo, fail)
+from support.kube_cluster import *  # noqa: E402, F403  (the kube_cluster fixtures)
+from support.redis_server import RedisServer  # noqa: E402
+from support.topologies import ClusterServers, SentinelServers, TlsServer  # noqa: E402
+from taskscale.connection import connect  # noqa: E402
+from taskscale.keys import Keys  # noqa: E402
+from taskscale.producer import Producer  # noqa: E402
 
-from taskscale.connection import connect
-
-if (Path(__file__).parent / "kube_fixture.py").exists():
-    from kube_fixture import *  # noqa: F403  (the kube_cluster fixture)
+#: The runtime's core tests (paths under tests/), run on one server and on a
+#: real Redis Cluster; tests/test_on_cluster_too.py checks both are collected.
+ON_CLUSTER_TOO = {
+    "scripts/test_enqueue_script.py",
+    "scripts/test_claim_script.py",
+    "scripts/test_outcome_scripts.py",
+    "scripts/test_return_scripts.py",
+    "worker/test_crash.py",
+    "scheduler/test_scheduler.py",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--with-e2e", action="store_true", help="run the end-to-end suite")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # by the file's path, whatever module name the import mode gives it
+    path = Path(metafunc.definition.path).resolve()
+    module = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else ""
+    if module in ON_CLUSTER_TOO and "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "backend",
+            ["single", pytest.param("cluster", marks=pytest.mark.topology)],
+            indirect=True,
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -96,3 +124,13 @@ def r(redis_url: str, backend: str) -> Iterator[redis.Redis]:
 @pytest.fixture
 def namespace() -> str:
     return os.environ.get("TASKSCALE_TEST_NAMESPACE", "taskscale")
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys("taskscale")
+
+
+@pytest.fixture
+def producer(r: redis.Redis, keys: Keys) -> Producer:
+    return Producer(r, keys=keys)

@@ -1,4 +1,6 @@
-"""Rooms of a readable size, and no import circles (docs/architecture.md)."""
+"""Rooms of a readable size, and no import circles (docs/architecture.md); in
+the test suite, no test module leaning on another and one way to start
+things (tests/support)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def python_files(*roots: str) -> list[Path]:
 
 def test_modules_are_at_most_450_lines() -> None:
     too_long = {}
-    for path in python_files("taskscale", "e2e"):
+    for path in python_files("taskscale", "e2e", "tests", "bench"):
         rel = path.relative_to(REPO).as_posix()
         lines = len(path.read_text().splitlines())
         if lines > OVER_LIMIT.get(rel, MAX_LINES):
@@ -47,8 +49,14 @@ def imports(path: Path, package: str) -> set[str]:
     return found
 
 
-def cycles(package: str) -> list[list[str]]:
-    modules = {module_name(p): p for p in python_files(package)}
+def cycles(package: str, folder: str = "") -> list[list[str]]:
+    """Import cycles among the modules of ``package`` (in ``folder``, the
+    package's own path under the repository unless given)."""
+    base = REPO / (folder or package.replace(".", "/"))
+    modules = {
+        ".".join([package, *p.relative_to(base).with_suffix("").parts]).removesuffix(".__init__"): p
+        for p in python_files(folder or package.replace(".", "/"))
+    }
     graph = {
         name: {m for m in imports(path, package) if m in modules and m != name}
         for name, path in modules.items()
@@ -80,6 +88,93 @@ def test_taskscale_has_no_import_cycle() -> None:
 
 def test_the_test_cluster_has_no_import_cycle() -> None:
     assert cycles("e2e") == []
+
+
+def test_the_benchmarks_have_no_import_cycle() -> None:
+    assert cycles("bench") == []
+
+
+def test_the_tests_support_package_has_no_import_cycle() -> None:
+    # imported as ``support`` (tests/conftest.py puts tests/ on sys.path)
+    assert cycles("support", "tests/support") == []
+
+
+TESTS = REPO / "tests"
+
+
+def test_no_test_module_imports_another() -> None:
+    # what two test modules share belongs in tests/support, which imports no
+    # test module either: a test module is collected, never a library
+    test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
+    offenders = {}
+    for path in python_files("tests"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+        found = sorted(n for n in names if n.rpartition(".")[2] in test_modules)
+        if found:
+            offenders[path.relative_to(REPO).as_posix()] = found
+    assert offenders == {}
+
+
+def test_the_modules_beside_the_tests_have_names_of_their_own() -> None:
+    # every test folder is on a worker subprocess's PYTHONPATH (and on
+    # pytest's sys.path): two modules of one name would shadow each other
+    by_name: dict[str, list[str]] = {}
+    for path in python_files("tests"):
+        rel = path.relative_to(TESTS)
+        if rel.parts[0] == "support" or path.name in ("conftest.py", "__init__.py"):
+            continue
+        by_name.setdefault(path.stem, []).append(rel.as_posix())
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
+    assert "support" not in by_name  # the package must not be shadowed either
+
+
+#: The one way to start and wait for things in the tests (tests/support).
+ONE_WAY = {
+    "wait_until",
+    "start_worker",
+    "start_scheduler",
+    "running_worker",
+    "running_scheduler",
+    "taskscale_process",
+    "run_taskscale",
+    "process_env",
+    "pythonpath",
+}
+#: Tests that run ``python -m taskscale.cli`` themselves, and why the
+#: support helpers (which set the test's Redis, namespace and PYTHONPATH)
+#: would defeat the point.
+OWN_COMMAND_LINE = {
+    "tests/worker/test_worker_logs.py": "the command line alone, --redis-url, no environment",
+    "tests/cli/test_input_errors.py": "a dead --redis-url must be the only Redis it sees",
+    "tests/topology/test_connections.py": "a URL in a bare environment (PATH only)",
+    "tests/demo/test_demo.py": "the demo starts its own Redis, in a temporary directory",
+    "tests/dashboard/test_demo_dashboard.py": "the demo starts its own Redis",
+}
+
+
+def test_the_tests_start_workers_and_wait_one_way() -> None:
+    redefined = {}
+    own_command = set()
+    for path in python_files("tests"):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("tests/support/") or path == Path(__file__).resolve():
+            continue
+        tree = ast.parse(path.read_text())
+        defined = {
+            n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in ONE_WAY
+        }
+        if defined:
+            redefined[rel] = sorted(defined)
+        if '"-m", "taskscale.cli"' in path.read_text():
+            own_command.add(rel)
+    assert redefined == {}, "use tests/support/workers.py and support/waiting.py"
+    assert own_command == set(OWN_COMMAND_LINE), "start taskscale with support.workers"
 
 
 def test_the_runtime_never_imports_the_controller() -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
-from redis_server import free_port
-from waiting import wait_until
 
 import taskscale
+from support.redis_server import free_port
+from support.waiting import wait_until
 from taskscale.keys import Keys
 
 REPO = Path(__file__).resolve().parents[1]

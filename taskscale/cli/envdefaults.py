@@ -35,7 +35,7 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 #: Subcommand path -> the options of it that destroy or confirm, never read
-#: from the environment (tests/test_envdefaults.py checks each exists).
+#: from the environment (tests/cli/test_envdefaults.py checks each exists).
 COMMAND_LINE_ONLY: dict[tuple[str, ...], frozenset[str]] = {
     ("types", "forget"): frozenset({"--force"}),  # deletes the type's ready and delayed tasks
     ("queue", "purge"): frozenset({"--delayed"}),  # deletes the delayed tasks too

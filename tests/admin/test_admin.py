@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from support.scripts import W, heartbeat
 from taskscale import admin
 from taskscale.fanout import submit_fanout
 from taskscale.keys import Keys
@@ -16,24 +17,6 @@ from taskscale.luascripts import scripts_for
 from taskscale.producer import Producer
 
 pytestmark = pytest.mark.integration
-
-W = "w1"
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("taskscale")
-
-
-@pytest.fixture
-def producer(r: redis.Redis, keys: Keys) -> Producer:
-    return Producer(r, keys=keys)
-
-
-def heartbeat(r: redis.Redis, keys: Keys, worker: str = W) -> None:
-    scripts_for(r).heartbeat(
-        keys=[keys.workers, keys.worker(worker)], args=[worker, 10_000, "id", worker], client=r
-    )
 
 
 def claim(r: redis.Redis, keys: Keys, k: int, *types: str) -> list[dict[str, Any]]:

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
-from workerprocs import REPO, kill, process_env, processes, start_worker, stop, wait_until
-
 import taskscale
+from support.waiting import wait_until
+from support.workers import kill, processes, run_taskscale, start_worker, stop
 from taskscale.catalog import CatalogPublisher, describe_task, read_catalog, signature_text
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -29,14 +25,7 @@ EXAMPLES = "noop,sleep,echo,fail"
 
 
 def cli(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "taskscale.cli", *argv],
-        env=process_env(url),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_taskscale(url, *argv)
 
 
 def catalog_json(url: str) -> dict[str, Any]:

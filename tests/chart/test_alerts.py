@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chartlib import CHART, REPO, one, render
 from prometheus_client import generate_latest
+
+from support.chart import CHART, REPO, one, render
 
 ALERTS = REPO / "deploy/prometheus/taskscale-alerts.yaml"
 RULE_TESTS = Path(__file__).with_name("alerts-test.yaml")

@@ -22,7 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import (
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from support.chart import (
     CHART,
     CI_VALUES,
     CRD_NAME,
@@ -33,9 +36,7 @@ from chartlib import (
     render,
     service_account_token,
 )
-from kube_fixture import KubeCluster, wait_for
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from support.kube_cluster import KubeCluster, wait_for
 
 pytestmark = pytest.mark.kube
 

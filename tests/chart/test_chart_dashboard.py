@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from chartlib import CHART, KUBE_VERSION, by_kind, helm, one, render
+from support.chart import CHART, KUBE_VERSION, by_kind, helm, one, render
 
 URL = {"dashboard.redisUrl": "redis://r:6379/0"}
 PEERS = [

@@ -48,9 +48,9 @@ def test_helm_package_makes_the_versioned_chart_archive(tmp_path: Path) -> None:
     import tarfile
 
     import yaml
-    from chartlib import helm
 
     import taskscale
+    from support.chart import helm
 
     helm("package", str(CHART), "--destination", str(tmp_path))
     archive = tmp_path / f"taskscale-{taskscale.__version__}.tgz"

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import (
+
+from support.chart import (
     CHART,
     CI_VALUES,
     KUBE_VERSION,

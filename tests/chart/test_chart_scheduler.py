@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import CHART, KUBE_VERSION, by_kind, helm, one, render
-from kube_fixture import KubeCluster
+
+from support.chart import CHART, KUBE_VERSION, by_kind, helm, one, render
+from support.kube_cluster import KubeCluster
 
 SCHEDULER = "ts-taskscale-scheduler"
 

@@ -25,16 +25,11 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import adopt_crd_if_present, helm, helm_binary
-from doccommands import (
-    GUIDE,
-    notes_commands,
-    readme_kubernetes_quick_start,
-    run_bash,
-    sh_blocks,
-)
-from kube_fixture import KubeCluster
 from kubernetes import client
+
+from support.chart import adopt_crd_if_present, helm, helm_binary
+from support.docs import GUIDE, notes_commands, readme_kubernetes_quick_start, run_bash, sh_blocks
+from support.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.kube
 
@@ -46,7 +41,7 @@ SKIPPED = {
     "port-forward": "needs a running controller pod",
     "curl ": "reads the port-forward above",
     "taskscale enqueue": "needs the in-cluster Redis pod running (run against a real Redis "
-    "in tests/runtime/test_doc_commands.py)",
+    "in tests/docs/test_doc_commands.py)",
 }
 
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import REPO, ensure_taskscaler_crd, kubectl, one, render
-from kube_fixture import KubeCluster
+
+from support.chart import REPO, ensure_taskscaler_crd, kubectl, one, render
+from support.kube_cluster import KubeCluster
 
 GUIDE = REPO / "docs" / "operating.md"
 _YAML = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)

@@ -4,35 +4,18 @@ spec the controller can't apply is refused with a message naming the field."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from support.controller import CRD, scaler_object
 from taskscale.controller.config import InvalidSpec, config_from_object
 from taskscale.controller.types import ScalingPolicy, TypePolicy
 
-CRD = Path(__file__).resolve().parents[2] / "deploy" / "crd" / "taskscaler.yaml"
-
-
-def taskscaler(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "scaleTargetRef": {"name": "email-worker"},
-        "redis": {"url": "redis://redis:6379/0"},
-        "taskTypes": [{"name": "email"}],
-    }
-    base.update(spec)
-    return {
-        "apiVersion": "taskscale.io/v1alpha1",
-        "kind": "TaskScaler",
-        "metadata": {"name": "emails", "namespace": "jobs", "generation": 4},
-        "spec": base,
-    }
-
 
 def test_minimal_spec_gets_the_documented_defaults() -> None:
-    config = config_from_object(taskscaler())
+    config = config_from_object(scaler_object())
 
     assert config.key == "jobs/emails"
     assert config.target == "email-worker"
@@ -55,7 +38,7 @@ def test_config_defaults_match_the_crd_schema_defaults() -> None:
     crd = yaml.safe_load(CRD.read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     defaults = {k: v["default"] for k, v in spec["properties"].items() if "default" in v}
-    config = config_from_object(taskscaler())
+    config = config_from_object(scaler_object())
     policy = config.policy
     assert defaults == {
         "tasksPerReplica": policy.tasks_per_replica,
@@ -76,7 +59,7 @@ def test_config_defaults_match_the_crd_schema_defaults() -> None:
 
 def test_full_spec_is_read_field_by_field() -> None:
     config = config_from_object(
-        taskscaler(
+        scaler_object(
             redis={"urlSecretRef": {"name": "redis", "key": "url"}, "namespace": "jobs"},
             taskTypes=[
                 {"name": "email", "idleThresholdSeconds": 10},
@@ -133,4 +116,4 @@ def test_full_spec_is_read_field_by_field() -> None:
 )
 def test_invalid_spec_is_refused_naming_the_field(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
-        config_from_object(taskscaler(**spec))
+        config_from_object(scaler_object(**spec))

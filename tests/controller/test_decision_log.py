@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from ctlhelpers import MemoryActuator, enqueue, finish_tasks, start_tasks
 
+from support.controller import MemoryActuator, enqueue, finish_tasks, start_tasks
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.metrics import ControllerMetrics

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TypeVar
 import pytest
 import redis
 
+from support.waiting import wait_until
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
 from taskscale.controller.types import WorkerObservation
@@ -28,17 +28,9 @@ T = TypeVar("T")
 WAIT_S = 60.0
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_S) -> T:
-    """Poll ``probe`` until it returns something truthy (bounded in time and count)."""
-    deadline = time.monotonic() + timeout
-    for _ in range(int(timeout / 0.1) + 1):
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(what: str, probe: Callable[[], T | None]) -> T:
+    """Poll ``probe`` every 0.1 s until truthy, at most WAIT_S seconds."""
+    return wait_until(probe, timeout=WAIT_S, interval=0.1, what=what)
 
 
 def alive(pid: int) -> bool:

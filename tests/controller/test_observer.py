@@ -7,12 +7,12 @@ import json
 import queue
 import threading
 import time
-from typing import Any
 
 import pytest
 import redis
-from redis_server import RedisServer
 
+from support.controller import CountingConnection, evalsha_calls
+from support.redis_server import RedisServer
 from taskscale.controller.observer import (
     DemandListener,
     ListenerSettings,
@@ -56,16 +56,6 @@ def register_worker(
         keys.worker(worker_id),
         mapping={"id": worker_id, "pod": pod, "types": types, "threads": threads, "busy": busy},
     )
-
-
-class CountingConnection(redis.Connection):
-    """A real connection that counts the requests it sends (one per round trip)."""
-
-    sends = 0
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        type(self).sends += 1
-        super().send_packed_command(command, check_health)
 
 
 def test_queued_sums_every_priority_level(r: redis.Redis, keys: Keys) -> None:
@@ -216,21 +206,16 @@ def test_observe_is_one_round_trip_for_all_scalers(redis_url: str, keys: Keys) -
     }
     observer = Observer(client, keys)
     observer.observe(requests)  # the first call may load the script
-    calls_before = _evalsha_calls(spy)
+    calls_before = evalsha_calls(spy)
     CountingConnection.sends = 0
 
     obs = observer.observe(requests)
 
     assert CountingConnection.sends == 1
-    assert _evalsha_calls(spy) - calls_before == 1
+    assert evalsha_calls(spy) - calls_before == 1
     assert sum(t.queued for o in obs.values() for t in o.types.values()) == 50
     client.close()
     spy.close()
-
-
-def _evalsha_calls(client: redis.Redis) -> int:
-    stats = client.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 def test_observe_reloads_its_script_after_a_script_flush(r: redis.Redis, keys: Keys) -> None:
@@ -352,8 +337,7 @@ def test_listener_stop_ends_its_thread(r: redis.Redis, keys: Keys) -> None:
 
 
 def test_listener_reports_each_connection_error(keys: Keys) -> None:
-    from redis_server import free_port
-
+    from support.redis_server import free_port
     from taskscale.controller.metrics import ControllerMetrics
 
     metrics = ControllerMetrics()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctlhelpers import MemoryActuator
 
+from support.controller import MemoryActuator
 from taskscale.controller.config import config_from_object
 from taskscale.controller.history import History
 from taskscale.controller.reconcile_pass import _decide

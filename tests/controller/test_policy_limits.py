@@ -4,7 +4,8 @@ rate floor never counts more claims than its limit allows."""
 
 from __future__ import annotations
 
-from test_policy import T0, History, make_policy, step
+from support.policy import T0, make_policy, step
+from taskscale.controller.policy import History
 
 
 def test_a_capped_type_asks_for_no_more_than_its_cap_allows() -> None:

@@ -13,16 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from ctlhelpers import (
-    MemoryActuator,
-    enqueue,
-    finish_tasks,
-    register_worker,
-    start_tasks,
-    wait_until,
-)
-from redis_server import RedisServer, free_port
 
+from support.controller import MemoryActuator, enqueue, finish_tasks, register_worker, start_tasks
+from support.redis_server import RedisServer, free_port
+from support.waiting import wait_until
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.reconciler import (
@@ -97,11 +91,6 @@ def reconciler(reporter: ListReporter) -> Iterator[Reconciler]:
     rec = Reconciler(reporter=reporter, metrics=ControllerMetrics(), settings=settings)
     yield rec
     rec.close()
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("taskscale")
 
 
 def test_queued_tasks_scale_a_target_from_zero_to_demand(

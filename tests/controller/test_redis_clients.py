@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import redis
-from ctlhelpers import MemoryActuator
 
 import taskscale.connection
+from support.controller import MemoryActuator
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.redis_clients import RedisClients

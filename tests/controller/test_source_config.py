@@ -8,20 +8,20 @@ from typing import Any
 
 import pytest
 import yaml
-from test_config import CRD, taskscaler
 
+from support.controller import CRD, scaler_object
 from taskscale.controller.config import InvalidSpec, config_from_object
 from taskscale.controller.source_spec import SOURCE_KINDS, TypeSource
 
 
 def test_without_source_every_type_is_taskscales_own() -> None:
-    assert config_from_object(taskscaler()).sources == ()
-    assert config_from_object(taskscaler(source="taskscale")).sources == ()
+    assert config_from_object(scaler_object()).sources == ()
+    assert config_from_object(scaler_object(source="taskscale")).sources == ()
 
 
 def test_scaler_source_applies_to_each_type_with_name_defaults() -> None:
     config = config_from_object(
-        taskscaler(source="celery", taskTypes=[{"name": "email"}, {"name": "report"}])
+        scaler_object(source="celery", taskTypes=[{"name": "email"}, {"name": "report"}])
     )
     assert config.sources == (
         TypeSource("email", "celery", ("email",), ("email",)),
@@ -31,7 +31,7 @@ def test_scaler_source_applies_to_each_type_with_name_defaults() -> None:
 
 def test_a_type_overrides_the_source_and_names_its_queues_and_tasks() -> None:
     config = config_from_object(
-        taskscaler(
+        scaler_object(
             source="rq",
             taskTypes=[
                 {"name": "email", "queues": ["high", "low"], "tasks": ["app.send", "app.bounce"]},
@@ -69,7 +69,7 @@ def test_a_type_overrides_the_source_and_names_its_queues_and_tasks() -> None:
 )
 def test_a_source_spec_that_cannot_apply_is_refused(spec: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
-        config_from_object(taskscaler(**spec))
+        config_from_object(scaler_object(**spec))
 
 
 def test_the_crd_offers_the_same_sources_and_fields() -> None:

@@ -5,7 +5,6 @@ counts of ACTIVE_TASKS -- one read-only round trip, missing keys read as empty."
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -17,10 +16,12 @@ from typing import Any
 import pytest
 import redis
 import source_apps
-from ctlhelpers import enqueue, wait_until
 from kombu import Connection, Consumer, Exchange, Queue
 from rq import Queue as RqQueue
 
+from support.controller import enqueue
+from support.waiting import wait_until
+from support.workers import process_env
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
@@ -29,7 +30,6 @@ from taskscale.keys import CELERY_PRIORITY_SEPARATOR, Keys, rq_queue, rq_started
 from taskscale.tracking import Tracker
 
 pytestmark = pytest.mark.integration
-HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -169,8 +169,9 @@ def rq_worker(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real ``rq worker --with-scheduler`` with the taskscale integration on
     ``queue``, stopped on exit."""
-    env = {**os.environ, "PYTHONPATH": str(HERE), "SOURCES_REDIS_URL": redis_url}
-    env |= {"TASKSCALE_REDIS_URL": redis_url, "TASKSCALE_NAMESPACE": keys.namespace}
+    env = process_env(
+        redis_url, {"SOURCES_REDIS_URL": redis_url, "TASKSCALE_NAMESPACE": keys.namespace}
+    )
     command = [sys.executable, "-m", "rq.cli", "worker", "--with-scheduler"]
     command += ["-w", "taskscale.integrations.rq.TrackingSimpleWorker", "--url", redis_url, queue]
     with open(tmp_path / "rq.log", "wb") as log:
@@ -249,7 +250,7 @@ def test_a_scaler_mixing_sources_sees_every_type_in_one_observation(
 def test_every_source_type_of_every_scaler_is_read_in_one_read_only_call(
     celery_app: Any, r: redis.Redis, redis_url: str, keys: Keys
 ) -> None:
-    from test_observer import CountingConnection, _evalsha_calls
+    from support.controller import CountingConnection, evalsha_calls
 
     celery_app.send_task(source_apps.QUICK_TASK, queue="mail", priority=9)
     RqQueue("reports", connection=r).enqueue("source_apps.quick")
@@ -272,14 +273,14 @@ def test_every_source_type_of_every_scaler_is_read_in_one_read_only_call(
     try:
         observer = observer_for(client, keys.namespace)
         observer.observe(requests)  # the first call may load the script
-        calls_before = _evalsha_calls(r)
+        calls_before = evalsha_calls(r)
         CountingConnection.sends = 0
         before = snapshot(r)
 
         obs = observer.observe(requests)
 
         assert CountingConnection.sends == 1
-        assert _evalsha_calls(r) - calls_before == 1
+        assert evalsha_calls(r) - calls_before == 1
         assert [obs["a"].types[t].queued for t in ("mail", "reports")] == [1, 1]
         assert obs["b"].types["jobs"].queued == 1
         assert snapshot(r) == before  # read-only

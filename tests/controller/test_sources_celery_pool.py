@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import redis
 import source_apps
-from ctlhelpers import wait_until
 
+from support.waiting import wait_until
+from support.workers import pythonpath
 from taskscale.controller.config import config_from_spec
 from taskscale.controller.local import LocalPool, LocalPoolSettings
 from taskscale.controller.outcome import PassOutcome
@@ -25,7 +26,6 @@ from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
 from taskscale.keys import Keys
 
 pytestmark = pytest.mark.integration
-HERE = Path(__file__).resolve().parent
 NAMESPACE = "taskscale"
 #: The two long tasks' release lists (see source_apps.long).
 KEYS = ("release-a", "release-b")
@@ -62,7 +62,7 @@ def pool(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("SOURCES_REDIS_URL", redis_url)
     monkeypatch.setenv("SOURCES_TRACKING", "1")
     monkeypatch.setenv("SOURCES_NAMESPACE", NAMESPACE)
-    monkeypatch.setenv("PYTHONPATH", str(HERE))
+    monkeypatch.setenv("PYTHONPATH", pythonpath())
     command = (sys.executable, "-m", "celery", "-A", "source_apps", "worker")
     command += ("-Q", source_apps.QUEUE, "--pool", "solo", "--loglevel", "INFO")
     command += ("--without-gossip", "--without-mingle", "--without-heartbeat")

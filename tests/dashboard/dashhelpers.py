@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
-from redis_server import free_port
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
-
+from support.redis_server import free_port
+from support.waiting import wait_until
+from support.workers import processes, start_worker, taskscale_process
 from taskscale.dashboard.server import RunningDashboard, serve_in_thread
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -60,10 +56,12 @@ def dashboard_command(
     """``taskscale dashboard --port=P ARGS`` on a free port, yielded once it
     answers ``/healthz``; terminated on exit, its stdout/stderr then kept."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", "dashboard", f"--port={port}", *args],
-        env=process_env(redis_url, env),
-        cwd=REPO,
+    process = taskscale_process(
+        redis_url,
+        "dashboard",
+        f"--port={port}",
+        *args,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,

@@ -5,15 +5,14 @@ they should move, counters checked), and the token rule: no token, no change."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 import redis
 from dashhelpers import EXAMPLES, KEYS, dashboard, get, make_dead_letters, post
-from workerprocs import REPO, process_env, processes, start_worker, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, run_taskscale, start_worker
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome
@@ -34,15 +33,7 @@ def test_status_is_the_same_data_as_taskscale_status_json(redis_url: str, r: red
     producer.enqueue("email", to="b", priority=0)
     with processes(start_worker(redis_url, types="sleep", imports=EXAMPLES)):
         wait_until(lambda: r.zcard(KEYS.workers) == 1)
-        done = subprocess.run(
-            [sys.executable, "-m", "taskscale.cli", "status", "--json"],
-            env=process_env(redis_url),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        done = run_taskscale(redis_url, "status", "--json", check=True)
         with dashboard(redis_url) as d:
             code, api, _ = get(d.url, "/api/status")
     cli = json.loads(done.stdout)

@@ -15,8 +15,9 @@ from browser import chromium, text_of, unlock, wait_for
 from dashhelpers import EXAMPLES, KEYS, TOKEN, dashboard, make_dead_letters
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from workerprocs import processes, start_worker, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, start_worker
 from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog

@@ -6,16 +6,14 @@ and the operator token taken from the environment."""
 from __future__ import annotations
 
 import http.client
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 import redis
 from dashhelpers import TOKEN, dashboard_command, make_dead_letters, post
-from workerprocs import REPO, process_env
 
+from support.workers import run_taskscale
 from taskscale.dashboard.hosts import ANY, LISTENING, Allowed, allowed_for, allowed_host
 from taskscale.dashboard.server import TOKEN_ENV, serve_in_thread
 
@@ -108,14 +106,7 @@ def test_the_command_warns_of_a_token_on_its_command_line_and_refuses_a_bad_host
         assert status_with_host(console.port, "localhost:9000") == 200
         assert status_with_host(console.port, "evil.example:9000") == 400
     assert f"prefer the environment variable {TOKEN_ENV}" in console.errors
-    bad = subprocess.run(
-        [sys.executable, "-m", "taskscale.cli", "dashboard", "--allowed-host=http://x"],
-        env=process_env(redis_url),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_taskscale(redis_url, "dashboard", "--allowed-host=http://x")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "taskscale dashboard: invalid host 'http://x': give name or name:port (IPv6 as [addr]:port)"

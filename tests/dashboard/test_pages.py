@@ -10,8 +10,9 @@ import subprocess
 import pytest
 import redis
 from dashhelpers import KEYS, dashboard, dashboard_command, get, make_dead_letters, post
-from workerprocs import processes, start_worker, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, start_worker
 from taskscale.producer import Producer
 
 pytestmark = pytest.mark.integration

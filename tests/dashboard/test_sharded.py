@@ -14,8 +14,9 @@ from contextlib import contextmanager
 import pytest
 import redis
 from dashhelpers import EXAMPLES, TOKEN, dashboard_command, get, post
-from workerprocs import processes, start_worker, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, start_worker
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome

@@ -4,7 +4,6 @@ and gives each pod its total: real Redis, real workers in this process."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -12,30 +11,26 @@ from contextlib import ExitStack, contextmanager
 import pytest
 import redis
 from dashhelpers import KEYS, dashboard, get
-from workerprocs import wait_until
 
-from taskscale.worker import Worker, WorkerSettings
+from support.waiting import wait_until
+from support.workers import running_worker
+from taskscale.worker import RetryPolicy, Worker
 
 pytestmark = pytest.mark.integration
 
 
 @contextmanager
 def worker(url: str, worker_id: str, pod: str, threads: int) -> Iterator[Worker]:
-    running = Worker(
-        redis.Redis.from_url(url),
-        WorkerSettings(
-            types=("sleep",), threads=threads, worker_id=worker_id, pod=pod, idle_wait_s=0.5
-        ),
+    with running_worker(
+        url,
+        ("sleep",),
+        threads=threads,
         keys=KEYS,
-    )
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    try:
+        worker_id=worker_id,
+        pod=pod,
+        retry=RetryPolicy(),
+    ) as running:
         yield running
-    finally:
-        running.request_stop()
-        thread.join(30)
-        assert not thread.is_alive()
 
 
 def test_the_workers_page_sorts_processes_by_pod_and_sums_each_pod(

@@ -3,7 +3,7 @@ close; results collected in submission order, with a size limit and a TTL.
 
 The script-level tests need no worker; the end-to-end ones run real
 ``taskscale worker`` processes and observe the limit from inside the tasks
-(``fanout_tasks.fo.square``).
+(``fo.square`` of tests/support/fanout_tasks.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import time
 
 import pytest
 import redis
-from fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
-from workerprocs import kill, processes, start_scheduler, start_worker, wait_until
 
+from support.fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
+from support.waiting import wait_until
+from support.workers import kill, processes, start_scheduler, start_worker
 from taskscale.cli import main
 from taskscale.fanout import FanoutHandle, FanoutTimeout, UnknownFanout
 from taskscale.fanout_stream import (
@@ -31,7 +32,7 @@ from taskscale.options import TaskOptions
 pytestmark = pytest.mark.integration
 
 KEYS = Keys("taskscale")
-TASKS = ["fanout_tasks"]
+TASKS = ["support.fanout_tasks"]
 
 
 def _envelopes(r: redis.Redis, key: str) -> list[dict[str, object]]:

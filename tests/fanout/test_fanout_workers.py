@@ -1,8 +1,9 @@
 """Fan-out end to end: real worker processes, a real scheduler, a real kill.
 
 The concurrency limit is observed from inside the task bodies (see
-``fanout_tasks``), with two worker processes of three threads each, so the
-workers could run six at once and only the fan-out's slots hold it to three.
+tests/support/fanout_tasks.py), with two worker processes of three threads
+each, so the workers could run six at once and only the fan-out's slots hold
+it to three.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections import Counter
 
 import pytest
 import redis
-from fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
-from workerprocs import kill, processes, start_scheduler, start_worker, stop, text, wait_until
 
+from support.fanout_tasks import FINISHED, HANG_ENV, MAX_SEEN, RUNNING, STARTS
+from support.waiting import wait_until
+from support.workers import kill, processes, start_scheduler, start_worker, stop, text
 from taskscale.fanout import FanoutResult, FanoutSettings, submit_fanout
 from taskscale.keys import Keys
 from taskscale.rpc import call
@@ -23,7 +25,7 @@ from taskscale.rpc import call
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 KEYS = Keys("taskscale")
-TASKS = ["fanout_tasks"]
+TASKS = ["support.fanout_tasks"]
 
 
 def _finished_by(r: redis.Redis, tag: str) -> Counter[str]:

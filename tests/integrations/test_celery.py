@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 from celery import Celery
-from waiting import wait_until
-from workers import broker_url, celery_worker
+from library_workers import broker_url, celery_worker
 
+from support.counters import active, stat
+from support.waiting import wait_until
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.types import TypeObservation
 from taskscale.keys import Keys
@@ -36,10 +37,6 @@ def producer(redis_url: str) -> Iterator[Celery]:
     app.close()
 
 
-def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
-    return int(r.hget(keys.active, task_type) or 0)
-
-
 def observed(r: redis.Redis, keys: Keys, task_type: str) -> TypeObservation:
     """The type as the controller's observer reads it."""
     request = ObserveRequest(types=(task_type,), lead_s=0)
@@ -49,10 +46,6 @@ def observed(r: redis.Redis, keys: Keys, task_type: str) -> TypeObservation:
 def redis_now(r: redis.Redis) -> float:
     seconds, micros = r.time()
     return seconds + micros / 1e6
-
-
-def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
-    return int(r.hget(keys.stats(task_type), field) or 0)
 
 
 def test_running_tasks_are_counted_exactly_and_idle_since_is_stamped(

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from library_workers import WorkerProcess, broker_url, rq_worker
 from rq import Queue
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation
-from waiting import wait_until
-from workers import WorkerProcess, broker_url, rq_worker
 
+from support.counters import active, stat
+from support.waiting import wait_until
 from taskscale.controller.observer import ObserveRequest, busy_by_pod
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
@@ -40,14 +41,6 @@ def broker(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(broker_url(redis_url))
     yield client
     client.close()
-
-
-def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
-    return int(r.hget(keys.active, task_type) or 0)
-
-
-def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
-    return int(r.hget(keys.stats(task_type), field) or 0)
 
 
 def redis_now(r: redis.Redis) -> float:

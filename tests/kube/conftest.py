@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kube_fixture import KubeCluster
-from kubehelpers import controller_settings, install_crd
 from kubernetes import client
 
+from support.kube import controller_settings, install_crd
+from support.kube_cluster import KubeCluster
 from taskscale.controller.kube import KubeController
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.keys import Keys
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +20,6 @@ def api(kube_cluster: KubeCluster) -> Iterator[client.ApiClient]:
     with kube_cluster.api_client() as api_client:
         install_crd(api_client)
         yield api_client
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("taskscale")
 
 
 @pytest.fixture

@@ -10,15 +10,16 @@ The workers' side of Redis is written with the schema's plain commands.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
-from kubehelpers import (
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from support.controller import enqueue, finish_tasks, register_worker, start_tasks
+from support.kube import (
     as_table,
     condition,
     create_scaler,
@@ -30,13 +31,8 @@ from kubehelpers import (
     replicas,
     taskscaler,
 )
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from redis_server import RedisServer, free_port
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from ctlhelpers import enqueue, finish_tasks, register_worker, start_tasks
-
+from support.kube_cluster import wait_for
+from support.redis_server import RedisServer, free_port
 from taskscale.controller.kube import (
     DELETION_COST,
     GROUP,

@@ -20,15 +20,12 @@ from typing import Any
 
 import pytest
 import redis
-from kube_fixture import KubeCluster, wait_for
 from kubernetes import client
-from redis_server import free_port
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ctlhelpers import enqueue
-from kubehelpers import create_scaler, deployment, install_crd, replicas, taskscaler
-
+from support.controller import enqueue
+from support.kube import create_scaler, deployment, install_crd, replicas, taskscaler
+from support.kube_cluster import KubeCluster, wait_for
+from support.redis_server import free_port
 from taskscale.controller.leader import LeaderElector, LeaseSettings
 from taskscale.keys import Keys
 

@@ -6,21 +6,15 @@ the policy again).
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
 from kubernetes import client
-from redis_server import RedisServer, free_port
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ctlhelpers import enqueue
-from kubehelpers import (
+from support.controller import enqueue
+from support.kube import (
     as_table,
     condition,
     create_scaler,
@@ -30,7 +24,8 @@ from kubehelpers import (
     replicas,
     taskscaler,
 )
-
+from support.kube_cluster import wait_for
+from support.redis_server import RedisServer, free_port
 from taskscale.controller.kube import GROUP, PLURAL, VERSION, EventReason, KubeController
 from taskscale.controller.rules.base import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
 from taskscale.keys import Keys

@@ -7,16 +7,16 @@ on that must not stop the others, nor the controller's readiness.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
-from kubehelpers import (
+from kubernetes import client
+
+from support.controller import enqueue
+from support.kube import (
     condition,
     controller_settings,
     create_scaler,
@@ -26,11 +26,7 @@ from kubehelpers import (
     replicas,
     taskscaler,
 )
-from kubernetes import client
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from ctlhelpers import enqueue
-
+from support.kube_cluster import wait_for
 from taskscale.controller import kube
 from taskscale.controller.kube import EventReason, KubeController
 from taskscale.controller.metrics import ControllerMetrics

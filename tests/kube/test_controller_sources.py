@@ -6,7 +6,6 @@ have run them all."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -15,17 +14,17 @@ from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
-from kubehelpers import create_scaler, deployment, get_scaler, replicas, taskscaler
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from rq import Queue
 
+from support.kube import create_scaler, deployment, get_scaler, replicas, taskscaler
+from support.kube_cluster import wait_for
+from support.workers import process_env
 from taskscale.controller.kube import KubeController
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
-APPS = Path(__file__).resolve().parents[1] / "controller"  # source_apps.py: the jobs
 
 
 @pytest.mark.parametrize(
@@ -109,8 +108,9 @@ def observed(scaler: dict[str, Any]) -> dict[str, Any]:
 
 def run_rq_worker(redis_url: str, keys: Keys, tmp_path: Path) -> None:
     """One real ``rq worker --burst --with-scheduler`` with the taskscale integration."""
-    env = {**os.environ, "PYTHONPATH": str(APPS), "SOURCES_REDIS_URL": redis_url}
-    env |= {"TASKSCALE_REDIS_URL": redis_url, "TASKSCALE_NAMESPACE": keys.namespace}
+    env = process_env(
+        redis_url, {"SOURCES_REDIS_URL": redis_url, "TASKSCALE_NAMESPACE": keys.namespace}
+    )
     command = [sys.executable, "-m", "rq.cli", "worker", "--burst", "--with-scheduler"]
     command += ["-w", "taskscale.integrations.rq.TrackingSimpleWorker", "--url", redis_url]
     with open(tmp_path / "rq.log", "ab") as log:

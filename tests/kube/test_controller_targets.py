@@ -6,29 +6,18 @@ reported, not written to.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ctlhelpers import enqueue, finish_tasks, register_worker, start_tasks
-from kubehelpers import (
-    condition,
-    create_scaler,
-    get_scaler,
-    live_pods,
-    taskscaler,
-)
-
+from support.controller import enqueue, finish_tasks, register_worker, start_tasks
+from support.kube import condition, create_scaler, get_scaler, live_pods, taskscaler
+from support.kube_cluster import wait_for
 from taskscale.controller import kube
 from taskscale.controller.kube import KubeController
 from taskscale.controller.kube_client import DELETION_COST

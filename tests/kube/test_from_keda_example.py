@@ -7,17 +7,13 @@ stores is what the controller reads.
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_from_keda_doc import blocks, one
-
+from support.docs import from_keda_blocks, one
 from taskscale.controller.config import config_from_object
 from taskscale.controller.kube import GROUP, PLURAL, VERSION
 
@@ -34,7 +30,7 @@ def create_strict(api: client.ApiClient, namespace: str, scaler: dict[str, Any])
 def test_the_example_is_accepted_as_written_and_read_back_unchanged(
     api: client.ApiClient, kube_namespace: str
 ) -> None:
-    docs = blocks()["taskscaler"]
+    docs = from_keda_blocks()["taskscaler"]
     secret, scaler = one(docs, "Secret"), one(docs, "TaskScaler")
     secret["metadata"]["namespace"] = kube_namespace
     client.CoreV1Api(api).create_namespaced_secret(
@@ -54,7 +50,7 @@ def test_the_example_is_accepted_as_written_and_read_back_unchanged(
 def test_a_misspelt_field_in_the_example_would_be_refused(
     api: client.ApiClient, kube_namespace: str
 ) -> None:
-    scaler = one(blocks()["taskscaler"], "TaskScaler")
+    scaler = one(from_keda_blocks()["taskscaler"], "TaskScaler")
     scaler["spec"]["maxReplicaCount"] = scaler["spec"].pop("maxReplicas")  # KEDA's spelling
     with pytest.raises(ApiException) as refused:
         create_strict(api, kube_namespace, scaler)
@@ -65,7 +61,7 @@ def test_a_misspelt_field_in_the_example_would_be_refused(
 def test_the_list_source_variant_is_accepted_as_written_and_read_back_as_a_list_source(
     api: client.ApiClient, kube_namespace: str
 ) -> None:
-    variant = one(blocks()["taskscaler-list-source"], "TaskScaler")
+    variant = one(from_keda_blocks()["taskscaler-list-source"], "TaskScaler")
     stored = create_strict(api, kube_namespace, copy.deepcopy(variant))
     assert stored["spec"]["source"] == "list"
     assert [t["name"] for t in stored["spec"]["taskTypes"]] == ["emails"]

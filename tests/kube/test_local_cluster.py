@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kube_fixture import KubeCluster, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from support.kube_cluster import KubeCluster, wait_for
 
 pytestmark = pytest.mark.kube
 

@@ -14,10 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from kube_fixture import KubeCluster, wait_for
 from kubernetes import client
 
 from e2e.cluster.images import write_oci_image
+from support.kube_cluster import KubeCluster, wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 

@@ -10,14 +10,14 @@ written with the schema's plain commands, naming those pods.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from kube_fixture import wait_for
-from kubehelpers import (
+from kubernetes import client
+
+from support.controller import register_worker
+from support.kube import (
     as_table,
     condition,
     create_scaler,
@@ -27,11 +27,7 @@ from kubehelpers import (
     live_pods,
     taskscaler,
 )
-from kubernetes import client
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from ctlhelpers import register_worker
-
+from support.kube_cluster import wait_for
 from taskscale.controller.kube import GROUP, PLURAL, VERSION, EventReason, KubeController
 from taskscale.keys import Keys
 

@@ -9,18 +9,13 @@ decorators, as in production.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import redis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from options_tasks import ATTEMPTS, EVENTS
-from workerprocs import processes, start_scheduler, start_worker, text, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, start_scheduler, start_worker, text
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions, resolve
 from taskscale.producer import Producer

@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import redis
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fanout"))
-
 import rpc_tasks  # noqa: F401  (registers the rpc.* task functions)
-from workerprocs import processes, start, start_worker, stop, wait_until
 
+from support.waiting import wait_until
+from support.workers import processes, running_worker, start, start_worker, stop
 from taskscale.keys import Keys
 from taskscale.options import TaskOptions
 from taskscale.rpc import (
@@ -34,7 +30,7 @@ from taskscale.rpc import (
     call,
     call_async,
 )
-from taskscale.worker import Worker, WorkerSettings
+from taskscale.worker import RetryPolicy, Worker
 from taskscale.worker.execution import TaskRunner
 
 pytestmark = pytest.mark.integration
@@ -46,19 +42,8 @@ TYPES = ("rpc.add", "rpc.where", "rpc.nothing", "rpc.structure", "rpc.quota", "r
 @contextmanager
 def worker_thread(url: str, types: tuple[str, ...] = TYPES) -> Iterator[Worker]:
     """A worker in a thread of this process, stopped gracefully on exit."""
-    worker = Worker(
-        redis.Redis.from_url(url),
-        WorkerSettings(types=types, threads=2, idle_wait_s=0.5, grace_s=5.0),
-        keys=KEYS,
-    )
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
+    with running_worker(url, types, keys=KEYS, grace_s=5.0, retry=RetryPolicy()) as worker:
         yield worker
-    finally:
-        worker.request_stop()
-        thread.join(30)
-        assert not thread.is_alive(), "worker did not stop"
 
 
 def test_call_returns_the_result_computed_by_a_worker(redis_url: str, r: redis.Redis) -> None:

@@ -7,18 +7,18 @@ enqueueing nothing.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 import redis
 import rpc_tasks
-from waiting import wait_until
 
+from support.waiting import wait_until
+from support.workers import running_worker
 from taskscale.keys import Keys
 from taskscale.rpc import CallOptions, NoLiveWorker, TaskTimeout, call, call_async
-from taskscale.worker import Worker, WorkerSettings
+from taskscale.worker import RetryPolicy, Worker
 
 pytestmark = pytest.mark.integration
 
@@ -28,24 +28,17 @@ KEYS = Keys("taskscale")
 @contextmanager
 def worker_thread(url: str, types: tuple[str, ...], threads: int = 1) -> Iterator[Worker]:
     """A worker in a thread of this process, registered before it is yielded."""
-    worker = Worker(
-        redis.Redis.from_url(url),
-        WorkerSettings(types=types, threads=threads, idle_wait_s=0.5, grace_s=5.0),
-        keys=KEYS,
-    )
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
     client = redis.Redis.from_url(url)
-    try:
-        rpc_tasks.RELEASE.clear()
-        wait_until(lambda: client.zscore(KEYS.workers, worker.id) is not None, timeout=10)
-        yield worker
-    finally:
-        rpc_tasks.RELEASE.set()
-        worker.request_stop()
-        thread.join(30)
-        client.close()
-        assert not thread.is_alive(), "worker did not stop"
+    with running_worker(
+        url, types, threads=threads, keys=KEYS, grace_s=5.0, retry=RetryPolicy()
+    ) as worker:
+        try:
+            rpc_tasks.RELEASE.clear()
+            wait_until(lambda: client.zscore(KEYS.workers, worker.id) is not None, timeout=10)
+            yield worker
+        finally:
+            rpc_tasks.RELEASE.set()
+            client.close()
 
 
 def test_a_call_no_live_worker_serves_times_out_saying_so_and_stays_queued(

@@ -8,17 +8,14 @@ import json
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 import redis
-from topohelpers import running
-from topologies import TlsServer
-from waiting import wait_until
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))
-from ctlhelpers import MemoryActuator
-
+from support.controller import MemoryActuator
+from support.topologies import TlsServer
+from support.waiting import wait_until
+from support.workers import running_scheduler, running_worker
 from taskscale.connection import connect
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
@@ -44,7 +41,10 @@ def run_some_tasks(url: str, keys: Keys) -> redis.Redis:
     producer.enqueue_many("echo", [((i,), {}) for i in range(5)])  # type: ignore[misc]
     for i in range(2):
         producer.enqueue("echo", i, delay=0.3)
-    with running(url, ("echo",), keys=keys):
+    with (
+        running_worker(url, ("echo",), keys=keys, client=connect(url)),
+        running_scheduler(url, keys=keys, lease_s=3.0),
+    ):
         wait_until(lambda: completed(client, keys, "echo") == 7, timeout=30)
     return client  # type: ignore[return-value]
 

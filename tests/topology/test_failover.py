@@ -15,18 +15,17 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import redis
-from redis_server import RedisServer
-from topologies import ClusterServers, SentinelServers, wait_for
-from waiting import wait_until
 
+from support.redis_server import RedisServer
+from support.topologies import ClusterServers, SentinelServers, wait_for
+from support.waiting import wait_until
+from support.workers import taskscale_process
 from taskscale.connection import RedisUnavailable, connect
 from taskscale.keys import Keys
 from taskscale.producer import Producer, ProducerSettings
@@ -34,7 +33,6 @@ from taskscale.replication import NotReplicated
 
 pytestmark = [pytest.mark.integration, pytest.mark.topology, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
 KEYS = Keys("failover")
 RATE = 150  # enqueues per second
 BEFORE_KILL_S = 1.5
@@ -42,15 +40,11 @@ AFTER_FAILOVER_S = 4.0
 
 
 def start(url: str, record_url: str, record_key: str, *argv: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TASKSCALE_REDIS_URL": url, "TASKSCALE_NAMESPACE": KEYS.namespace}
+    env = {"TASKSCALE_NAMESPACE": KEYS.namespace}
     env.update(TASKSCALE_TEST_RECORD_URL=record_url, TASKSCALE_TEST_RECORD_KEY=record_key)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     with open(os.environ.get("TASKSCALE_TEST_FAILOVER_LOG", os.devnull), "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "taskscale.cli", *argv, "--log-level", "error"],
-            env=env,
-            stderr=log,  # the child keeps its own copy
-        )
+        # the child keeps its own copy of the log
+        return taskscale_process(url, *argv, "--log-level", "error", env=env, stderr=log)
 
 
 @pytest.mark.parametrize("wait_replicas", [0, 1])

@@ -5,19 +5,17 @@ the controller's observer add up every namespace."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from shard_tasks import DONE, TYPES
-from topologies import ClusterServers
-from waiting import wait_until
 
+from support.topologies import ClusterServers
+from support.waiting import wait_until
+from support.workers import taskscale_process
 from taskscale.connection import connect
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import ShardedObserver
@@ -27,17 +25,12 @@ from taskscale.shards import ShardedProducer, ShardMap, spread_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.topology, pytest.mark.slow]
 
-HERE = Path(__file__).resolve().parent
 NOW_PER_TYPE = 20
 LATER_PER_TYPE = 5
 
 
 def taskscale(url: str, *argv: str, **popen: Any) -> subprocess.Popen[str]:
-    env = {**os.environ, "TASKSCALE_REDIS_URL": url, "TASKSCALE_NAMESPACE": "unused"}
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-    return subprocess.Popen(
-        [sys.executable, "-m", "taskscale.cli", *argv], env=env, text=True, **popen
-    )
+    return taskscale_process(url, *argv, env={"TASKSCALE_NAMESPACE": "unused"}, text=True, **popen)
 
 
 def status(url: str, shards: ShardMap) -> dict[str, Any]:

@@ -14,8 +14,8 @@ import time
 
 import pytest
 import redis
-from topologies import LOOPBACK, ClusterServers, SentinelServers
 
+from support.topologies import LOOPBACK, ClusterServers, SentinelServers
 from taskscale.connection import connect
 from taskscale.keys import DEFAULT_PRIORITY, Keys
 from taskscale.producer import Producer, ProducerSettings

@@ -8,8 +8,9 @@ import time
 
 import pytest
 import redis
-from waiting import wait_until
 
+from support.counters import active, stat
+from support.waiting import wait_until
 from taskscale.keys import Keys
 from taskscale.luascripts import script_source
 from taskscale.tracking import Tracker, set_default_tracker, track, tracked
@@ -20,14 +21,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def keys(namespace: str) -> Keys:
     return Keys(namespace)
-
-
-def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
-    return int(r.hget(keys.active, task_type) or 0)
-
-
-def stat(r: redis.Redis, keys: Keys, task_type: str, field: str) -> int:
-    return int(r.hget(keys.stats(task_type), field) or 0)
 
 
 def test_start_and_stop_count_and_stamp_idle_since_on_the_redis_clock(

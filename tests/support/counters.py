@@ -1,0 +1,18 @@
+"""The counters the runtime keeps in Redis (docs/schema.md), read back by the
+tests: a type's running tasks (ACTIVE_TASKS) and its per-type statistics."""
+
+from __future__ import annotations
+
+import redis
+
+from taskscale.keys import Keys
+
+
+def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
+    """How many tasks of ``task_type`` run now (ACTIVE_TASKS)."""
+    return int(r.hget(keys.active, task_type) or 0)
+
+
+def stat(r: redis.Redis, keys: Keys, task_type: str, name: str) -> int:
+    """One per-type statistic (``completed``, ``failed``, ``requeued``, ...)."""
+    return int(r.hget(keys.stats(task_type), name) or 0)
