@@ -9,10 +9,12 @@ TLS-only server with a CA and certificates made by ``openssl``.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -35,19 +37,30 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out as a client's source port."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(count: int, *, bus: bool = False) -> list[int]:
-    """``count`` loopback ports free a moment ago (with port+10000 free too if ``bus``)."""
+    """``count`` loopback ports free a moment ago (with port+10000 free too if
+    ``bus``), drawn from below the ephemeral range: a port the kernel may give
+    any client connection as its source port can be taken between this check
+    and the server's bind (a cluster node then never comes up)."""
+    floor = _ephemeral_floor()
+    top = floor - 10000 if bus else floor
+    candidates = random.sample(range(10000, top), k=min(2000, top - 10000))
     found: list[int] = []
-    for _ in range(2000):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((LOOPBACK, 0))
-            port = int(s.getsockname()[1])
-        if port in found or (bus and (port > 55000 or not _port_free(port + 10000))):
+    for port in candidates:
+        if not _port_free(port) or (bus and not _port_free(port + 10000)):
             continue
         found.append(port)
         if len(found) == count:
             return found
-    raise RuntimeError("no free loopback ports")
+    raise RuntimeError("no free loopback ports below the ephemeral range")
 
 
 def wait_for(predicate: Any, what: str, timeout: float = 20.0) -> Any:
@@ -86,6 +99,12 @@ class _Servers:
             )
 
     def ping(self, port: int, **kwargs: Any) -> None:
+        process = self.processes.get(port)
+        if process is not None:
+            time.sleep(0.05)
+            if process.poll() is not None:  # it could not start: say why
+                log = (self.dir / f"{port}.log").read_text(errors="replace").strip()
+                raise RuntimeError(f"redis-server on {port} exited at start: {log[-500:]}")
         client = redis.Redis(host=LOOPBACK, port=port, socket_connect_timeout=0.2, **kwargs)
         try:
             wait_for(client.ping, f"redis-server on {port}", timeout=10)
