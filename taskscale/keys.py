@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_NAMESPACE = "taskscale"
 NAMESPACE_ENV = "TASKSCALE_NAMESPACE"
@@ -140,8 +140,12 @@ KEY_SHAPES: dict[str, str] = {
     "fanouts_open": "fanouts:open",
 }
 
-#: KEY_SHAPES as str.format templates ("q:{type}:{priority}").
-_TEMPLATES = {member: re.sub(r"<(\w+)>", r"{\1}", shape) for member, shape in KEY_SHAPES.items()}
+#: KEY_SHAPES as %-templates ("q:%s:%s"), their parts in the shape's order:
+#: a key is built per type in loops over thousands of types (status, the
+#: console), where str.format's keyword parsing cost 2.5x an f-string.
+_FORMATS = {
+    member: re.sub(r"<\w+>", "%s", shape.replace("%", "%%")) for member, shape in KEY_SHAPES.items()
+}
 
 
 @dataclass(frozen=True)
@@ -150,9 +154,12 @@ class Keys:
     ``{taskscale}:ACTIVE_TASKS``."""
 
     namespace: str = DEFAULT_NAMESPACE
+    #: ``{namespace}:``, the hash tag every key of the namespace starts with.
+    prefix: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_name("namespace", self.namespace)
+        object.__setattr__(self, "prefix", "{" + self.namespace + "}:")
 
     @classmethod
     def from_env(cls, namespace: str | None = None) -> Keys:
@@ -169,13 +176,10 @@ class Keys:
             raise TypeError(f"keys must be a taskscale.keys.Keys{hint}, not {type(keys).__name__}")
         return keys
 
-    @property
-    def prefix(self) -> str:
-        return "{" + self.namespace + "}:"
-
-    def _key(self, member: str, **parts: object) -> str:
-        """The name of KEY_SHAPES[member] in this namespace, its parts filled in."""
-        return self.prefix + _TEMPLATES[member].format(**parts)
+    def _key(self, member: str, *parts: object) -> str:
+        """The name of KEY_SHAPES[member] in this namespace, its parts filled in
+        in the order the shape names them."""
+        return self.prefix + _FORMATS[member] % parts
 
     # --- per-deployment hashes and sets ------------------------------------
     @property
@@ -222,7 +226,7 @@ class Keys:
 
     def schedule(self, name: str) -> str:
         """HASH definition and state of a periodic schedule (see docs/schema.md)."""
-        return self._key("schedule", name=name)
+        return self._key("schedule", name)
 
     @property
     def limits(self) -> str:
@@ -244,7 +248,7 @@ class Keys:
     # --- per task type ------------------------------------------------------
     def queue(self, task_type: str, priority: int = DEFAULT_PRIORITY) -> str:
         """LIST of envelopes ready to run: RPUSH to enqueue, LPOP to claim."""
-        return self._key("queue", type=task_type, priority=priority)
+        return self._key("queue", task_type, priority)
 
     def queues(self, task_type: str) -> list[str]:
         """The ready lists of a type, most urgent first."""
@@ -252,27 +256,27 @@ class Keys:
 
     def delayed(self, task_type: str) -> str:
         """ZSET envelope -> due time (unix ms)."""
-        return self._key("delayed", type=task_type)
+        return self._key("delayed", task_type)
 
     def dead(self, task_type: str) -> str:
         """LIST of dead-letter records (JSON: envelope, error, failed_ms)."""
-        return self._key("dead", type=task_type)
+        return self._key("dead", task_type)
 
     def stats(self, task_type: str) -> str:
         """HASH of monotonically increasing counters of a type."""
-        return self._key("stats", type=task_type)
+        return self._key("stats", task_type)
 
     def wake(self, task_type: str) -> str:
         """LIST of wake-up tokens idle workers BLPOP on (capped length)."""
-        return self._key("wake", type=task_type)
+        return self._key("wake", task_type)
 
     def rate_bucket(self, task_type: str) -> str:
         """HASH token-bucket state of a rate-limited type (tokens, ms); expires when full."""
-        return self._key("rate_bucket", type=task_type)
+        return self._key("rate_bucket", task_type)
 
     def unique(self, unique_key: str) -> str:
         """STRING task id holding a unique key (no TTL while the task is live)."""
-        return self._key("unique", key=unique_key)
+        return self._key("unique", unique_key)
 
     # --- scaling decisions (written by the controller, read by the dashboard) ---
     @property
@@ -282,53 +286,53 @@ class Keys:
 
     def scaler(self, scaler_key: str) -> str:
         """STRING JSON: the last pass of a scaler (current, desired, sentence...)."""
-        return self._key("scaler", scaler=scaler_key)
+        return self._key("scaler", scaler_key)
 
     def decisions(self, scaler_key: str) -> str:
         """LIST of JSON decisions of a scaler, newest first, capped."""
-        return self._key("decisions", scaler=scaler_key)
+        return self._key("decisions", scaler_key)
 
     # --- per worker ---------------------------------------------------------
     def worker(self, worker_id: str) -> str:
         """HASH registry record of a worker, with a TTL refreshed by its heartbeat."""
-        return self._key("worker", worker=worker_id)
+        return self._key("worker", worker_id)
 
     def catalog(self, worker_id: str) -> str:
         """HASH ``digest``, ``doc`` (JSON): the task catalog worker W serves, TTL = lease."""
-        return self._key("catalog", worker=worker_id)
+        return self._key("catalog", worker_id)
 
     def cancel(self, task_id: str) -> str:
         """STRING set (with a TTL) while a running task is asked to stop (taskscale.cancel)."""
-        return self._key("cancel", id=task_id)
+        return self._key("cancel", task_id)
 
     def inflight(self, worker_id: str) -> str:
         """HASH task id -> envelope of the tasks a worker has claimed and not finished."""
-        return self._key("inflight", worker=worker_id)
+        return self._key("inflight", worker_id)
 
     def tracked_inflight(self, process_id: str) -> str:
         """HASH task id -> type of the tasks a tracked process runs now (its lease)."""
-        return self._key("tracked_inflight", process=process_id)
+        return self._key("tracked_inflight", process_id)
 
     # --- RPC and fan-out ----------------------------------------------------
     def reply(self, task_id: str) -> str:
         """LIST the worker pushes an RPC task's JSON result or error to (with a TTL)."""
-        return self._key("reply", id=task_id)
+        return self._key("reply", task_id)
 
     def fanout(self, fanout_id: str) -> str:
         """HASH state of a fan-out request (total, limit, running, succeeded, failed)."""
-        return self._key("fanout", fanout=fanout_id)
+        return self._key("fanout", fanout_id)
 
     def fanout_pending(self, fanout_id: str) -> str:
         """LIST of a fan-out request's sub-task envelopes not yet released to the queue."""
-        return self._key("fanout_pending", fanout=fanout_id)
+        return self._key("fanout_pending", fanout_id)
 
     def fanout_done(self, fanout_id: str) -> str:
         """LIST the completion notice of a fan-out request is pushed to (with a TTL)."""
-        return self._key("fanout_done", fanout=fanout_id)
+        return self._key("fanout_done", fanout_id)
 
     def fanout_results(self, fanout_id: str) -> str:
         """HASH sub-task position -> its JSON result or error (fan-outs that collect)."""
-        return self._key("fanout_results", fanout=fanout_id)
+        return self._key("fanout_results", fanout_id)
 
     @property
     def fanouts_open(self) -> str:
