@@ -97,7 +97,7 @@ def parse_priority(value: int | str) -> int:
 #: Every key of a namespace (and its demand channel) after the ``{ns}:``
 #: prefix, by the :class:`Keys` member that names it: fixed text, and the
 #: ``<parts>`` a caller fills in.  Keys builds every name from this table, and
-#: tests/runtime/test_lua_keys.py checks that every Lua script builds only
+#: tests/scripts/test_lua_keys.py checks that every Lua script builds only
 #: these shapes (docs/schema.md, "Keys", describes each).
 KEY_SHAPES: dict[str, str] = {
     # per-deployment hashes, sets and lists
