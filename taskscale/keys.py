@@ -148,6 +148,15 @@ _FORMATS = {
 }
 
 
+def namespace_from_env() -> str:
+    """``TASKSCALE_NAMESPACE`` (one namespace, or a comma-separated list for
+    a sharded deployment: docs/redis.md), else :data:`DEFAULT_NAMESPACE`; an
+    empty value counts as unset.  The one reader of the variable: the
+    library's default namespace and the ``--namespace`` flag's both come
+    from here."""
+    return os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key names for one namespace.  ``Keys("taskscale").active`` is
@@ -163,7 +172,7 @@ class Keys:
 
     @classmethod
     def from_env(cls, namespace: str | None = None) -> Keys:
-        return cls(namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE)
+        return cls(namespace or namespace_from_env())
 
     @classmethod
     def or_env(cls, keys: Keys | None) -> Keys:

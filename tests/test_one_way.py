@@ -11,6 +11,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "taskscale"
 
@@ -182,26 +184,38 @@ def _reads_environ(node: ast.AST) -> ast.expr | None:
     return None
 
 
-def test_the_redis_url_variable_is_read_in_one_function() -> None:
-    """TASKSCALE_REDIS_URL is read by connection.redis_url_from_env only (the
-    command line, the library, the RQ integration each read it themselves)."""
+#: Each variable the library and the command line share -> the one function
+#: that reads it: (module, function, constant name, variable).
+ONE_READER = [
+    ("taskscale/connection.py", "redis_url_from_env", "REDIS_URL_ENV", "TASKSCALE_REDIS_URL"),
+    ("taskscale/keys.py", "namespace_from_env", "NAMESPACE_ENV", "TASKSCALE_NAMESPACE"),
+]
+
+
+@pytest.mark.parametrize(("owner_module", "function", "constant", "variable"), ONE_READER)
+def test_a_shared_variable_is_read_in_one_function(
+    owner_module: str, function: str, constant: str, variable: str
+) -> None:
+    """TASKSCALE_REDIS_URL is read by connection.redis_url_from_env only and
+    TASKSCALE_NAMESPACE by keys.namespace_from_env only (the command line,
+    the library, the integrations each read them through those)."""
     readers = []
     for rel, tree in modules():
         owner = {
             id(n)
             for f in ast.walk(tree)
-            if isinstance(f, ast.FunctionDef) and f.name == "redis_url_from_env"
+            if isinstance(f, ast.FunctionDef) and f.name == function
             for n in ast.walk(f)
         }
         for node in ast.walk(tree):
             key = _reads_environ(node)
-            if key is None or (rel == "taskscale/connection.py" and id(node) in owner):
+            if key is None or (rel == owner_module and id(node) in owner):
                 continue
-            if (isinstance(key, ast.Name) and key.id == "REDIS_URL_ENV") or (
-                isinstance(key, ast.Constant) and key.value == "TASKSCALE_REDIS_URL"
+            if (isinstance(key, ast.Name) and key.id == constant) or (
+                isinstance(key, ast.Constant) and key.value == variable
             ):
                 readers.append(f"{rel}:{node.lineno}")
-    assert readers == [], "call connection.redis_url_from_env instead: " + ", ".join(readers)
+    assert readers == [], f"call {function} instead: " + ", ".join(readers)
 
 
 #: Constructors of a redis-py client or pool.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,7 @@ from taskscale.connection import (
 )
 from taskscale.dataclass_defaults import REQUIRED, default_of
 from taskscale.errors import describe_error
-from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys
+from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys, namespace_from_env
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
 from taskscale.redis_urls import RedisClient
@@ -52,7 +51,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--namespace",
-        default=os.environ.get(NAMESPACE_ENV, DEFAULT_NAMESPACE),
+        default=namespace_from_env(),
         help=f"key namespace, or several (a,b,c) to spread types over shards: "
         f"docs/redis.md (env {NAMESPACE_ENV}; default {DEFAULT_NAMESPACE})",
     )

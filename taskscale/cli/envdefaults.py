@@ -12,8 +12,9 @@ repeatable options (``--import``) take a comma-separated list.
 
 ``taskscale demo`` is left out: it starts its own Redis unless told
 otherwise, and must not pick up an application's ``TASKSCALE_REDIS_URL``.
-``--redis-url`` elsewhere takes ``TASKSCALE_REDIS_URL`` from its own
-definition (:data:`READ_BY_THEIR_DEFINITION`): the variable has one reader.
+``--redis-url`` and ``--namespace`` elsewhere take ``TASKSCALE_REDIS_URL``
+and ``TASKSCALE_NAMESPACE`` from their own definitions
+(:data:`READ_BY_THEIR_DEFINITION`): each variable has one reader.
 
 So are the flags that make a command destroy more or confirm a deletion
 (:data:`COMMAND_LINE_ONLY`): an exported ``TASKSCALE_FORCE=1`` must never
@@ -43,9 +44,10 @@ COMMAND_LINE_ONLY: dict[tuple[str, ...], frozenset[str]] = {
 
 #: Options whose own definition reads their variable, through the one function
 #: that owns it -- ``--redis-url``'s default is
-#: ``taskscale.connection.redis_url_from_env()``, the library's reader too --
+#: ``taskscale.connection.redis_url_from_env()`` and ``--namespace``'s
+#: ``taskscale.keys.namespace_from_env()``, the library's readers too --
 #: so they are not read a second time here.
-READ_BY_THEIR_DEFINITION = frozenset({"--redis-url"})
+READ_BY_THEIR_DEFINITION = frozenset({"--redis-url", "--namespace"})
 
 
 def env_name(option: str) -> str:
