@@ -44,15 +44,37 @@ SCRIPT_NAMES = (
 #: another the script includes too) is left out.
 _INCLUDE = re.compile(r"^--! include (lib/[a-z_]+\.lua)[ \t]*$", re.MULTILINE)
 
+#: The scripts other languages load as plain files (docs/schema.md): they
+#: hold their libraries as copies, each between ``--! inline lib/<name>.lua``
+#: and ``--! end inline``, instead of include lines, so the file works as it
+#: is.  The loader counts an inlined library as included; tests hold every
+#: copy equal to its library and these files free of include lines.
+STANDALONE = ("enqueue", "track_start", "track_stop", "track_sync")
+_INLINE = re.compile(
+    r"^--! inline (lib/[a-z_]+\.lua)[ \t]*\n(.*?)^--! end inline[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
 
 def _read(relative: str) -> str:
     return (resources.files("taskscale") / "scripts" / relative).read_text(encoding="utf-8")
 
 
+def inline_copies(text: str) -> list[tuple[str, str]]:
+    """The (library, copied text) of each inline block of ``text``."""
+    return [(m.group(1), m.group(2).rstrip("\n")) for m in _INLINE.finditer(text)]
+
+
+def library_text(name: str) -> str:
+    """``lib/<name>.lua`` as a script receives it: its own includes expanded."""
+    return expand_includes(_read(name)).rstrip("\n")
+
+
 def expand_includes(text: str) -> str:
     """``text`` with its include lines replaced, each library once (a library
-    may include another).  Public for tests and tools that build a script."""
-    done: set[str] = set()
+    may include another, or be inlined as a copy already).  Public for tests
+    and tools that build a script."""
+    done: set[str] = {name for name, _ in inline_copies(text)}
 
     def expand(text: str, depth: int) -> str:
         if depth > 4:

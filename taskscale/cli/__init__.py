@@ -69,12 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _unavailable(command: str, exc: ImportError, extra: str) -> object:
+    hint = f"; install with: pip install 'taskscale[{extra}]'" if extra else ""
+
     def run(_: argparse.Namespace) -> int:
-        print(
-            f"taskscale {command}: not available ({exc}); "
-            f"install with: pip install 'taskscale[{extra}]'",
-            file=sys.stderr,
-        )
+        print(f"taskscale {command}: not available ({exc}){hint}", file=sys.stderr)
         return 2
 
     return run

@@ -87,8 +87,8 @@ def add_parser(subparsers: Any) -> None:
         W,
         "dead_letter_cap",
         type=offset,
-        help="dead letters kept per type, oldest dropped beyond "
-        "(0 = no cap; env TASKSCALE_DEAD_LETTER_CAP)",
+        help="dead letters kept per type, oldest dropped beyond; 0 = no cap, "
+        "env TASKSCALE_DEAD_LETTER_CAP",
     )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=port, default=None, help="serve Prometheus metrics here")

@@ -88,6 +88,7 @@ class DecisionLog:
         self._lock = threading.Lock()
         self._where: dict[str, tuple[RedisClient, Keys]] = {}
         self._clients: dict[str, RedisClient] = {}
+        self._url_of: dict[str, str] = {}
         self._last: dict[str, tuple[Any, ...]] = {}
         self._failing: set[str] = set()
 
@@ -98,11 +99,29 @@ class DecisionLog:
             if client is None:
                 client = self._clients[redis_url] = self._pool.acquire(redis_url)
             self._where[config.key] = (client, decisions_keys(config.redis.key_namespace))
+            previous, self._url_of[config.key] = self._url_of.get(config.key), redis_url
+            unused = self._unused(previous)
+        if unused:
+            self._pool.release(unused)
 
     def forget(self, scaler_key: str) -> None:
+        """Stop recording ``scaler_key``'s passes; a URL no scaler uses any
+        more is given back to the shared clients (closed when nothing else
+        holds it)."""
         with self._lock:
             self._where.pop(scaler_key, None)
             self._last.pop(scaler_key, None)
+            unused = self._unused(self._url_of.pop(scaler_key, None))
+        if unused:
+            self._pool.release(unused)
+
+    def _unused(self, url: str | None) -> str | None:
+        """``url`` if no scaler is bound to it any more (its client dropped);
+        call with the lock held."""
+        if url is None or url in self._url_of.values() or url not in self._clients:
+            return None
+        del self._clients[url]
+        return url
 
     def report(self, outcome: PassOutcome) -> None:
         if self._inner is not None:
@@ -147,5 +166,6 @@ class DecisionLog:
             urls = list(self._clients)
             self._clients.clear()
             self._where.clear()
+            self._url_of.clear()
         for url in urls:
             self._pool.release(url)

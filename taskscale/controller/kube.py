@@ -300,6 +300,7 @@ class KubeController:
             if thread.name == "reconciler":  # the watcher may sit in a read; it is a daemon
                 thread.join(max(0.0, deadline - time.monotonic()))
         self.reconciler.close()
+        self.decisions.close()  # its hold on each URL's shared client
 
     def handle(self, obj: Mapping[str, Any]) -> None:
         """A TaskScaler was listed, added or changed: (re)register it.

@@ -102,7 +102,7 @@ __all__ = [
     "summary",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("taskscale.demo")
 
 # --- the run ------------------------------------------------------------------------------------
 

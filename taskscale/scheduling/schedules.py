@@ -41,7 +41,7 @@ from taskscale.scheduling.schedule_times import Timing, following, timing
 from taskscale.server_clock import server_time
 from taskscale.text import as_text
 
-log = logging.getLogger("taskscale.scheduling.schedules")
+log = logging.getLogger("taskscale.schedules")
 
 #: Most due schedules one scheduler pass advances (the rest in the next pass).
 ADVANCE_BATCH = 100

@@ -30,10 +30,55 @@ local delay = tonumber(ARGV[3]) or 0
 local max_bytes = tonumber(ARGV[4]) or 0
 local WAKE_CAP = 64
 
---! include lib/clock.lua
+--! inline lib/clock.lua
+-- The Redis clock, read once by every script that needs the time (inlined by
+-- the include directive of luascripts.py, at the place the script reads it).
+-- Every time taskscale stores or compares is the server's, never a client's.
+--
+-- clock             the TIME reply {unix seconds, microseconds}, as strings
+-- now               unix ms, whole: stamps, leases, due times, scores
+-- now_exact         unix ms to the µs (claim's token buckets)
+-- seconds_text(ms)  unix seconds with ms precision, "%d.%03d" (IDLE_SINCE)
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now_exact = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+
+local function seconds_text(ms)
+    return string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+end
+--! end inline
 local enqueued_ms = string.format('%d', now)
 
---! include lib/stamp.lua
+--! inline lib/stamp.lua
+-- Stamping a field into an envelope without re-encoding it, shared by every
+-- script that adds one (inlined by the include directive of luascripts.py).
+-- cjson would turn an empty "args": [] into {}, so an envelope is never
+-- decoded and encoded again: its text is cut and joined.
+--
+-- stamp_json(env, field, json_text): env with ,"field":json_text appended as
+-- the object's last member, which wins over an earlier one of the same name
+-- in every JSON decoder taskscale uses (a stale stamp is overridden).  The
+-- text after the last "}" is dropped; env without a "}" (not an object) is
+-- returned unchanged (the claim script dead-letters it).
+--
+-- stamp_first(env, field, json_text): env with "field":json_text inserted as
+-- the object's first member, for a field the envelope does not carry (a later
+-- one of the same name would win).  env must start with "{".
+local function stamp_json(env, field, json_text)
+    local pos = #env
+    while pos > 0 and string.sub(env, pos, pos) ~= '}' do
+        pos = pos - 1
+    end
+    if pos == 0 then
+        return env
+    end
+    return string.sub(env, 1, pos - 1) .. ',"' .. field .. '":' .. json_text .. '}'
+end
+
+local function stamp_first(env, field, json_text)
+    return '{"' .. field .. '":' .. json_text .. ',' .. string.sub(env, 2)
+end
+--! end inline
 
 local function valid_name(s)
     return type(s) == 'string' and #s >= 1 and #s <= 128 and string.match(s, '^[%w_%.%-]+$') ~= nil

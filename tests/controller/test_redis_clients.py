@@ -11,6 +11,7 @@ import redis
 import taskscale.connection
 from support.controller import MemoryActuator
 from taskscale.controller.config import RedisRef, ScalerConfig
+from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.redis_clients import RedisClients
 from taskscale.controller.types import ScalingPolicy, TypePolicy
@@ -106,3 +107,21 @@ def test_the_decision_log_and_the_reconciler_share_a_client_they_are_given(
     log.close()
     assert clients.urls() == []  # the last user closed it
     reconciler.close()
+
+
+def test_the_decision_log_gives_a_url_back_when_its_last_scaler_goes() -> None:
+    clients = RedisClients(timeout_s=0.5)
+    log = DecisionLog(None, clients=clients)
+    url, other = "redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0"
+    log.bind(scaler("a", "ns1"), url)
+    log.bind(scaler("b", "ns2"), url)
+    assert clients.urls() == [url]  # one hold on the URL for both scalers
+    log.forget(scaler("a", "ns1").key)
+    assert clients.urls() == [url]  # b still records there
+    log.bind(scaler("b", "ns2"), other)  # b moved to another Redis
+    assert clients.urls() == [other]
+    log.forget(scaler("b", "ns2").key)
+    assert clients.urls() == []
+    log.bind(scaler("c", "ns3"), url)
+    log.close()
+    assert clients.urls() == []
