@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,14 +270,6 @@ def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
         )
         for wid, pod, types, threads, busy in rows
     )
-
-
-def busy_by_pod(workers: Iterable[WorkerObservation]) -> dict[str, int]:
-    """Tasks in flight per pod (a pod may run several worker processes)."""
-    out: dict[str, int] = {}
-    for w in workers:
-        out[w.pod] = out.get(w.pod, 0) + w.busy
-    return out
 
 
 @dataclass(frozen=True)
