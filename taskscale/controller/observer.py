@@ -38,6 +38,7 @@ from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
+from taskscale.server_clock import ServerTime
 from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def _assemble(
             ages,
             lims,
         ) = reply
-        at = int(seconds) + int(micros) / 1e6
+        at = ServerTime.from_reply(seconds, micros).unix_s
         position = {t: i for i, t in enumerate(plan.types)}
         by_window = {
             (t, lead_ms): _with_ages(
