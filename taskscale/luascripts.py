@@ -98,16 +98,35 @@ def script_source(name: str) -> str:
     return expand_includes(_read(f"{name}.lua"))
 
 
-_bound: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
+class _ClientScripts:
+    """The scripts registered on one client: each by name, and the runtime's
+    gathered as a :class:`Scripts` once a caller asks for them."""
+
+    __slots__ = ("by_name", "runtime")
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Script] = {}
+        self.runtime: Scripts | None = None
+
+
+#: The one cache of script objects, per client.
+_bound: weakref.WeakKeyDictionary[Any, _ClientScripts] = weakref.WeakKeyDictionary()
+
+
+def _scripts_of(client: RedisClient) -> _ClientScripts:
+    found = _bound.get(client)
+    if found is None:
+        found = _bound[client] = _ClientScripts()
+    return found
 
 
 def bound_script(client: RedisClient, name: str) -> Script:
     """``taskscale/scripts/<name>.lua`` registered on ``client`` once (EVALSHA,
     reloaded after NOSCRIPT): every script of every caller comes from here."""
-    found = _bound.setdefault(client, {})
-    script = found.get(name)
+    by_name = _scripts_of(client).by_name
+    script = by_name.get(name)
     if script is None:
-        script = found[name] = client.register_script(script_source(name))
+        script = by_name[name] = client.register_script(script_source(name))
     return script
 
 
@@ -127,14 +146,12 @@ class Scripts:
     scheduler_beat: Script
 
 
-_registered: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
-
-
 def scripts_for(client: RedisClient) -> Scripts:
     """The runtime's scripts bound to ``client`` (the objects :func:`bound_script`
-    gives), gathered on first use."""
-    found = _registered.get(client)
-    if found is None:
-        found = Scripts(**{name: bound_script(client, name) for name in SCRIPT_NAMES})
-        _registered[client] = found
-    return found
+    gives, kept with them), gathered on first use."""
+    found = _bound.get(client)
+    runtime = found.runtime if found is not None else None
+    if runtime is None:
+        runtime = Scripts(**{name: bound_script(client, name) for name in SCRIPT_NAMES})
+        _scripts_of(client).runtime = runtime
+    return runtime

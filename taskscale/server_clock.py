@@ -5,7 +5,9 @@ server's, read by the scripts (``scripts/lib/clock.lua``), so Python code
 that compares a time with them reads the same clock, through this one
 function.  It is a script call (``server_time.lua``) routed by a key of the
 namespace: a cluster client would send a plain ``TIME`` to any node, and a
-cluster pipeline takes neither ``TIME`` nor ``EVAL``.
+cluster pipeline takes neither ``TIME`` nor ``EVAL``.  A script that reads
+the clock along with other data (the controller's observers) hands its
+``TIME`` pair to :meth:`ServerTime.from_reply`: one conversion for all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ class ServerTime:
     seconds: int
     micros: int
 
+    @classmethod
+    def from_reply(cls, seconds: int | str | bytes, micros: int | str | bytes) -> ServerTime:
+        """A ``TIME`` pair as a script returns it (integers, or their text)."""
+        return cls(int(seconds), int(micros))
+
     @property
     def ms(self) -> int:
         """Unix ms, whole: what the scripts call ``now``."""
@@ -38,4 +45,4 @@ class ServerTime:
 def server_time(client: RedisClient, keys: Keys) -> ServerTime:
     """The clock of the server holding ``keys``' namespace."""
     seconds, micros = bound_script(client, "server_time")(keys=[keys.types], client=client)
-    return ServerTime(int(seconds), int(micros))
+    return ServerTime.from_reply(seconds, micros)

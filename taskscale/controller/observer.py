@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
 from taskscale.limits import TypeLimits
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
+from taskscale.server_clock import ServerTime
 from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ def _assemble(
             ages,
             lims,
         ) = reply
-        at = int(seconds) + int(micros) / 1e6
+        at = ServerTime.from_reply(seconds, micros).unix_s
         position = {t: i for i, t in enumerate(plan.types)}
         by_window = {
             (t, lead_ms): _with_ages(
@@ -270,14 +271,6 @@ def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
         )
         for wid, pod, types, threads, busy in rows
     )
-
-
-def busy_by_pod(workers: Iterable[WorkerObservation]) -> dict[str, int]:
-    """Tasks in flight per pod (a pod may run several worker processes)."""
-    out: dict[str, int] = {}
-    for w in workers:
-        out[w.pod] = out.get(w.pod, 0) + w.busy
-    return out
 
 
 @dataclass(frozen=True)

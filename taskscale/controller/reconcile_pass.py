@@ -31,12 +31,12 @@ import redis
 
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
-from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
 from taskscale.controller.rules import Facts
 from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
-from taskscale.controller.types import Decision, Observation
+from taskscale.controller.types import Decision, Observation, busy_by_pod
 from taskscale.errors import one_line
 from taskscale.retrying import RetrySettings, call_with_retries
 

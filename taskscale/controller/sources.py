@@ -59,6 +59,7 @@ from taskscale.keys import (
 )
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
+from taskscale.server_clock import ServerTime
 from taskscale.text import as_text
 
 #: Most entries of kombu's unacked hash read per pass; a larger hash is
@@ -117,7 +118,7 @@ class SourceReader:
             pairs = zip(wanted, rows, strict=True)
             types = tuple(_type_observation(source, row) for (source, _), row in pairs)
             return SourceReading(
-                at=int(seconds) + int(micros) / 1e6,
+                at=ServerTime.from_reply(seconds, micros).unix_s,
                 types=types,
                 processes=tuple(
                     (

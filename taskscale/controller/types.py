@@ -7,13 +7,14 @@ a :class:`ScalingPolicy` and recent history into a :class:`Decision`; an
 of worker processes); the *reconciler* wires them together and reports
 (metrics, Events, status). These frozen dataclasses are the contract between
 them, so each part can be tested -- and the simulator can drive the policy --
-without the others.
+without the others.  (:func:`busy_by_pod` is here too: what an observation's
+workers say about the pods, read by the actuator and the rules alike.)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -151,6 +152,16 @@ class WorkerObservation:
     types: tuple[str, ...]
     threads: int
     busy: int  #: tasks in flight now
+
+
+def busy_by_pod(workers: Iterable[WorkerObservation]) -> dict[str, int]:
+    """Tasks in flight per pod (a pod may run several worker processes), 0 for
+    an idle pod: the one definition of a busy pod, for the actuator's
+    deletion costs and (``rules.base.busy_pods``) for the rules."""
+    out: dict[str, int] = {}
+    for w in workers:
+        out[w.pod] = out.get(w.pod, 0) + w.busy
+    return out
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ class RetryPolicy:
     jitter: float = 0.1  # fraction of the delay
 
     def backoff_ms(self, attempts: int) -> int:
+        # Not an overflow guard (exponential has one): the delay stops growing
+        # at attempt 64, which a factor near 1 or a tiny base reaches before
+        # the cap (tests/options/test_backoff_growth.py).
         capped = exponential(
             min(attempts, 64), base_s=self.base_s, cap_s=self.cap_s, factor=self.factor
         )

@@ -17,8 +17,8 @@ import redis
 
 from support.waiting import wait_until
 from taskscale.controller.local import LocalPool, LocalPoolSettings
-from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
-from taskscale.controller.types import WorkerObservation
+from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.types import WorkerObservation, busy_by_pod
 from taskscale.demo.localredis import LocalRedis
 from taskscale.keys import Keys
 

@@ -18,8 +18,8 @@ from taskscale.controller.observer import (
     ListenerSettings,
     Observer,
     ObserveRequest,
-    busy_by_pod,
 )
+from taskscale.controller.types import busy_by_pod
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 

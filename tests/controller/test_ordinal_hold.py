@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rulefacts import facts, observation, policy
 
 from support.controller import MemoryActuator
 from taskscale.controller.config import config_from_object
 from taskscale.controller.history import History
 from taskscale.controller.reconcile_pass import _decide
-from taskscale.controller.rules.ordinal_hold import busy_ordinals, hold_ordinals, ordinal_floor
+from taskscale.controller.rules import ordinal_hold
+from taskscale.controller.rules.base import Step
 from taskscale.controller.scaler_state import ScalerState
 from taskscale.controller.types import (
     Decision,
@@ -21,7 +23,41 @@ from taskscale.controller.types import (
     WorkerObservation,
 )
 
-IDLE = Decision(0, ReasonCode.IDLE, "3 -> 0: all types idle for 300 s")
+IDLE = Step(0, ReasonCode.IDLE, "all types idle for 300 s")
+
+
+def hold(given: Step, busy: dict[str, int], *, current: int = 3, most: int = 10) -> Step:
+    """The ordinal hold of StatefulSet "email-worker" applied to ``given``, with
+    one worker process on each pod of ``busy`` running that many tasks."""
+    workers = tuple(
+        WorkerObservation(f"w{i}", pod, ("a",), threads=max(1, tasks), busy=tasks)
+        for i, (pod, tasks) in enumerate(busy.items())
+    )
+    settings = facts(
+        observation(workers, a={"active": sum(busy.values())}),
+        policy(max_replicas=most),
+        current=current,
+        statefulset="email-worker",
+    )
+    return ordinal_hold.apply(settings, given)
+
+
+def held(given: Step, busy: dict[str, int], *, current: int = 3, most: int = 10) -> Decision:
+    return hold(given, busy, current=current, most=most).decision(current)
+
+
+@pytest.mark.parametrize(
+    ("pod", "tasks"),
+    [
+        ("email-worker-0", 0),  # idle
+        ("email-worker-extra-7", 3),  # another StatefulSet's pod
+        ("email-worker-5c8d9-x2x4q", 2),  # a Deployment's pod
+        ("email-worker-04", 1),  # no ordinal is written with a leading zero
+        ("email-worker-", 1),
+    ],
+)
+def test_a_pod_not_the_stateful_sets_or_idle_holds_nothing(pod: str, tasks: int) -> None:
+    assert hold(IDLE, {pod: tasks}, current=10) is IDLE
 
 
 def test_only_the_stateful_sets_own_busy_pods_count() -> None:
@@ -33,26 +69,22 @@ def test_only_the_stateful_sets_own_busy_pods_count() -> None:
         "email-worker-04": 1,  # no ordinal is written with a leading zero
         "email-worker-": 1,
     }
-    assert busy_ordinals("email-worker", busy) == {2: "email-worker-2"}
-    assert ordinal_floor("email-worker", busy) == 3
-    assert ordinal_floor("email-worker", {"email-worker-0": 0}) == 0
-    assert ordinal_floor("email-worker", {"email-worker-0": 1}) == 1
-
-
-def hold(decision: Decision, busy: dict[str, int], *, current: int = 3, most: int = 10) -> Decision:
-    return hold_ordinals(
-        decision, statefulset="email-worker", busy_by_pod=busy, current=current, max_replicas=most
-    )
+    # the highest busy ordinal is 2, on email-worker-2: the floor is 3
+    decision = held(IDLE, busy, current=10)
+    assert (decision.desired, decision.reason_code) == (3, ReasonCode.HOLD_ACTIVE)
+    assert "keeping 3: pod email-worker-2 (ordinal 2) runs a task" in decision.reason
+    assert hold(IDLE, {"email-worker-0": 0}, current=10) is IDLE  # floor 0: no hold
+    assert held(IDLE, {"email-worker-0": 1}, current=10).desired == 1
 
 
 def test_a_scale_down_keeps_every_ordinal_up_to_the_highest_busy_one() -> None:
-    held = hold(IDLE, {"email-worker-2": 1})
-    assert (held.desired, held.reason_code) == (3, ReasonCode.HOLD_ACTIVE)
-    assert held.reason == (
+    decision = held(IDLE, {"email-worker-2": 1})
+    assert (decision.desired, decision.reason_code) == (3, ReasonCode.HOLD_ACTIVE)
+    assert decision.reason == (
         "3 -> 3: all types idle for 300 s; keeping 3: pod email-worker-2 (ordinal 2) runs "
         "a task and a StatefulSet removes the highest ordinals first"
     )
-    lower = hold(IDLE, {"email-worker-0": 1})
+    lower = held(IDLE, {"email-worker-0": 1})
     assert lower.desired == 1
     assert lower.reason.startswith(
         "3 -> 1: all types idle for 300 s; keeping 1: pod email-worker-0"
@@ -60,26 +92,32 @@ def test_a_scale_down_keeps_every_ordinal_up_to_the_highest_busy_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("decision", "busy", "current"),
+    ("given", "busy", "current"),
     [
         (IDLE, {}, 3),  # nothing runs
         (IDLE, {"email-worker-2": 0, "other-2": 1}, 3),  # nothing of ours runs
-        (Decision(3, ReasonCode.DEMAND, "3 -> 3: ..."), {"email-worker-2": 1}, 3),  # no scale-down
-        (Decision(5, ReasonCode.DEMAND, "3 -> 5: ..."), {"email-worker-2": 1}, 3),  # scale-up
-        (Decision(2, ReasonCode.DEMAND, "3 -> 2: ..."), {"email-worker-1": 1}, 3),  # 2 keeps it
+        (Step(3, ReasonCode.DEMAND, "..."), {"email-worker-2": 1}, 3),  # no scale-down
+        (Step(5, ReasonCode.DEMAND, "..."), {"email-worker-2": 1}, 3),  # scale-up
+        (Step(2, ReasonCode.DEMAND, "..."), {"email-worker-1": 1}, 3),  # 2 keeps it
     ],
 )
 def test_what_removes_no_busy_pod_is_left_alone(
-    decision: Decision, busy: dict[str, int], current: int
+    given: Step, busy: dict[str, int], current: int
 ) -> None:
-    assert hold(decision, busy, current=current) is decision
+    assert hold(given, busy, current=current) is given
 
 
 def test_the_hold_is_never_above_the_current_replicas_or_max_replicas() -> None:
     # a busy pod above the current count (still terminating) holds no more than current
-    assert hold(IDLE, {"email-worker-7": 1}, current=3).desired == 3
-    lowered = Decision(4, ReasonCode.MAX_REPLICAS, "6 -> 4: ..., capped at maxReplicas")
+    assert held(IDLE, {"email-worker-7": 1}, current=3).desired == 3
+    lowered = Step(4, ReasonCode.MAX_REPLICAS, "..., capped at maxReplicas")
     assert hold(lowered, {"email-worker-5": 1}, current=6, most=4) is lowered
+
+
+def test_only_a_stateful_set_target_is_held() -> None:
+    workers = (WorkerObservation("w1", "email-worker-2", ("a",), threads=1, busy=1),)
+    deployment = facts(observation(workers, a={"active": 1}), current=3)  # statefulset None
+    assert ordinal_hold.apply(deployment, IDLE) is IDLE
 
 
 # --- in the reconcile pass ---------------------------------------------------------------

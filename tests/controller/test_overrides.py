@@ -8,21 +8,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rulefacts import facts, step
 
 from support.controller import MemoryActuator
 from taskscale.controller.config import InvalidSpec, ScalerConfig, TargetRef, config_from_object
 from taskscale.controller.history import History
 from taskscale.controller.reconcile_pass import _decide
+from taskscale.controller.rules import apply as apply_rules
+from taskscale.controller.rules import fallback as fallback_rule
+from taskscale.controller.rules import pause as pause_rule
 from taskscale.controller.rules.base import (
     PAUSED_ANNOTATION,
     PAUSED_REPLICAS_ANNOTATION,
     Fallback,
     Pause,
 )
-from taskscale.controller.rules.fallback import fallback_decision
-from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations, paused_decision
+from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations
 from taskscale.controller.scaler_state import ScalerState
-from taskscale.controller.types import Observation, ReasonCode, TypeObservation
+from taskscale.controller.types import Decision, Observation, ReasonCode, TypeObservation
 
 
 def obj(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -75,15 +78,22 @@ def test_a_bad_pause_annotation_is_an_error_naming_it(annotations: dict[str, str
         config_from_object(obj(annotations))
 
 
+def paused(pause: Pause, *, current: int) -> Decision:
+    """The pause rule's decision from ``current`` replicas (it decides alone)."""
+    decided = pause_rule.apply(facts(pause=pause, current=current), step(current + 1))
+    assert decided.final
+    return decided.decision(current)
+
+
 def test_paused_holds_the_current_replicas() -> None:
-    decision = paused_decision(Pause(), current=3)
+    decision = paused(Pause(), current=3)
     assert (decision.desired, decision.reason_code) == (3, ReasonCode.PAUSED)
     assert decision.reason.startswith("3 -> 3: paused by taskscale.io/paused")
 
 
 def test_paused_replicas_sets_n_whatever_the_current() -> None:
     for current in (0, 2, 7):
-        decision = paused_decision(Pause(replicas=2), current=current)
+        decision = paused(Pause(replicas=2), current=current)
         assert (decision.desired, decision.reason_code) == (2, ReasonCode.PAUSED)
         assert decision.reason == f"{current} -> 2: paused by {PAUSED_REPLICAS_ANNOTATION}: " + (
             "holding 2 replicas"
@@ -100,26 +110,53 @@ def test_config_carries_the_pause_and_differs_when_it_changes() -> None:
 # --- fallback -----------------------------------------------------------------
 
 
+def fell_back(
+    fallback: Fallback | None, *, failures: int, current: int, error: str = ""
+) -> Decision | None:
+    """The fallback rule's decision after ``failures`` failed reads in a row,
+    or None when it leaves the step (fail-static still applies)."""
+    given = step(current)
+    settings = facts(
+        None, current=current, fallback=fallback, redis_failures=failures, redis_error=error
+    )
+    decided = fallback_rule.apply(settings, given)
+    if decided is given:
+        return None
+    assert decided.final
+    return decided.decision(current)
+
+
 def test_without_a_fallback_it_stays_fail_static_however_long_redis_is_down() -> None:
-    assert fallback_decision(None, failures=1000, current=2) is None
+    assert fell_back(None, failures=1000, current=2) is None
+    decision = apply_rules(facts(None, current=2, redis_failures=1000))
+    assert (decision.desired, decision.reason_code) == (2, ReasonCode.FAIL_STATIC)
 
 
 def test_fallback_applies_from_the_kth_failure_on() -> None:
     fallback = Fallback(replicas=4, after_failures=3)
-    assert fallback_decision(fallback, failures=0, current=1) is None
-    assert fallback_decision(fallback, failures=2, current=1) is None
+    assert fell_back(fallback, failures=0, current=1) is None
+    assert fell_back(fallback, failures=2, current=1) is None
     for failures in (3, 4, 50):
-        decision = fallback_decision(fallback, failures=failures, current=1, error="refused")
+        decision = fell_back(fallback, failures=failures, current=1, error="refused")
         assert decision is not None
         assert (decision.desired, decision.reason_code) == (4, ReasonCode.FALLBACK)
         assert decision.reason == (
             f"1 -> 4: Redis could not be read for {failures} passes (refused); "
             "fallback to 4 replicas"
         )
+        # the whole rule list gives the same decision: the fallback decides alone
+        whole = facts(
+            None,
+            current=1,
+            fallback=fallback,
+            redis_failures=failures,
+            redis_error="refused",
+        )
+        assert apply_rules(whole) == decision
 
 
 def test_fallback_may_scale_down_too() -> None:
-    decision = fallback_decision(Fallback(replicas=0, after_failures=1), failures=1, current=5)
+    decision = fell_back(Fallback(replicas=0, after_failures=1), failures=1, current=5)
     assert decision is not None and decision.desired == 0
 
 

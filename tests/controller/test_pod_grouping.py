@@ -5,7 +5,6 @@ threads check sums their threads (pure: no Redis, no Kubernetes)."""
 
 from __future__ import annotations
 
-from taskscale.controller.observer import busy_by_pod
 from taskscale.controller.policy import History, decide
 from taskscale.controller.threads_check import check_threads
 from taskscale.controller.types import (
@@ -15,6 +14,7 @@ from taskscale.controller.types import (
     TypeObservation,
     TypePolicy,
     WorkerObservation,
+    busy_by_pod,
 )
 
 T0 = 1_763_750_000.0

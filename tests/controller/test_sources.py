@@ -22,10 +22,10 @@ from rq import Queue as RqQueue
 from support.controller import enqueue
 from support.waiting import wait_until
 from support.workers import process_env
-from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
-from taskscale.controller.types import TypeObservation
+from taskscale.controller.types import TypeObservation, busy_by_pod
 from taskscale.keys import CELERY_PRIORITY_SEPARATOR, Keys, rq_queue, rq_started
 from taskscale.tracking import Tracker
 

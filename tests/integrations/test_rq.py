@@ -20,9 +20,10 @@ from rq.exceptions import InvalidJobOperation
 
 from support.counters import active, stat
 from support.waiting import wait_until
-from taskscale.controller.observer import ObserveRequest, busy_by_pod
+from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.sharded import observer_for
 from taskscale.controller.source_spec import TypeSource
+from taskscale.controller.types import busy_by_pod
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

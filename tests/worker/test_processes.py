@@ -24,7 +24,8 @@ from gate_tasks import FINISHED, GATE, STARTED
 from support.redis_server import free_port
 from support.waiting import wait_until
 from support.workers import taskscale_process, worker_argv
-from taskscale.controller.observer import Observer, ObserveRequest, busy_by_pod
+from taskscale.controller.observer import Observer, ObserveRequest
+from taskscale.controller.types import busy_by_pod
 from taskscale.keys import Keys
 from taskscale.producer import Call, Producer
 from taskscale.status import collect, render

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from taskscale.controller.history import RECOMMENDATION, History
-from taskscale.controller.types import Decision, Observation, ScalingPolicy
+from taskscale.controller.types import Decision, Observation, ScalingPolicy, busy_by_pod
 
 #: The pause annotations (read by rules/pause.py).
 PAUSED_ANNOTATION = "taskscale.io/paused"
@@ -121,8 +121,9 @@ Rule = Callable[[Facts, Step], Step]
 
 
 def busy_pods(observation: Observation) -> set[str]:
-    """Pods with a task in flight (a pod may run several worker processes)."""
-    return {w.pod for w in observation.workers if w.busy > 0}
+    """Pods with a task in flight: those :func:`busy_by_pod` counts above 0
+    (the pods the actuator's deletion costs protect)."""
+    return {pod for pod, busy in busy_by_pod(observation.workers).items() if busy > 0}
 
 
 def ceil_div(tasks: float, per_replica: int) -> int:

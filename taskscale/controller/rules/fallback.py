@@ -18,40 +18,21 @@ count in (``Facts.redis_failures``); :class:`Fallback` is in base.py.
 
 from __future__ import annotations
 
-from taskscale.controller.rules.base import Facts, Fallback, Step
-from taskscale.controller.types import Decision, ReasonCode
+from taskscale.controller.rules.base import Facts, Step
+from taskscale.controller.types import ReasonCode
 
 
 def apply(facts: Facts, step: Step) -> Step:
     """N replicas once Redis failed K passes in a row; final."""
     fallback = facts.fallback
-    if fallback is None:  # the common case (and decide's): nothing to check
-        return step
-    fell = _fallback(
-        fallback, failures=facts.redis_failures, current=facts.current, error=facts.redis_error
-    )
-    return step if fell is None else fell
-
-
-def fallback_decision(
-    fallback: Fallback | None, *, failures: int, current: int, error: str = ""
-) -> Decision | None:
-    """The fallback's decision once ``failures`` consecutive passes could not
-    read Redis, or None while fail-static still applies (no fallback set, or
-    fewer failures than ``after_failures``)."""
-    fell = _fallback(fallback, failures=failures, current=current, error=error)
-    return None if fell is None else fell.decision(current)
-
-
-def _fallback(fallback: Fallback | None, *, failures: int, current: int, error: str) -> Step | None:
-    if fallback is None or failures < fallback.after_failures:
-        return None
-    cause = f" ({error})" if error else ""
+    if fallback is None or facts.redis_failures < fallback.after_failures:
+        return step  # the common case (and decide's): fail-static still applies
+    cause = f" ({facts.redis_error})" if facts.redis_error else ""
     return Step(
         fallback.replicas,
         ReasonCode.FALLBACK,
         (
-            f"Redis could not be read for {failures} passes{cause}; "
+            f"Redis could not be read for {facts.redis_failures} passes{cause}; "
             f"fallback to {fallback.replicas} replicas"
         ),
         recommendation=fallback.replicas,

@@ -24,60 +24,29 @@ is an ``apps`` StatefulSet (``Facts.statefulset``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from taskscale.controller.rules.base import Facts, Step, busy_pods
-from taskscale.controller.types import Decision, ReasonCode
-
-
-def busy_ordinals(statefulset: str, busy_by_pod: Mapping[str, int]) -> dict[int, str]:
-    """Ordinal -> pod name of ``statefulset``'s pods with a task in flight."""
-    return _ordinals(statefulset, (pod for pod, busy in busy_by_pod.items() if busy > 0))
-
-
-def ordinal_floor(statefulset: str, busy_by_pod: Mapping[str, int]) -> int:
-    """The fewest replicas that keep every busy pod: highest busy ordinal + 1."""
-    ordinals = busy_ordinals(statefulset, busy_by_pod)
-    return max(ordinals) + 1 if ordinals else 0
+from taskscale.controller.types import ReasonCode
 
 
 def apply(facts: Facts, step: Step) -> Step:
     """Hold a StatefulSet's scale-down at its highest busy ordinal + 1."""
-    statefulset, observation = facts.statefulset, facts.observation
-    if statefulset is None or observation is None or step.replicas >= facts.current:
+    statefulset, observation, current = facts.statefulset, facts.observation, facts.current
+    if statefulset is None or observation is None or step.replicas >= current:
         return step
     ordinals = _ordinals(statefulset, busy_pods(observation))
-    held = _hold(
-        step.replicas, ordinals, current=facts.current, max_replicas=facts.policy.max_replicas
-    )
-    if held is None:
+    if not ordinals:
         return step
-    floor, because = held
-    return step.to(floor, ReasonCode.HOLD_ACTIVE, f"{step.why}; {because}")
-
-
-def hold_ordinals(
-    decision: Decision,
-    *,
-    statefulset: str,
-    busy_by_pod: Mapping[str, int],
-    current: int,
-    max_replicas: int,
-) -> Decision:
-    """``decision``, or a hold at the highest busy ordinal + 1 when its
-    scale-down would remove a pod that runs a task."""
-    ordinals = busy_ordinals(statefulset, busy_by_pod)
-    held = _hold(decision.desired, ordinals, current=current, max_replicas=max_replicas)
-    if held is None:
-        return decision
-    floor, because = held
-    why = decision.reason.removeprefix(f"{current} -> {decision.desired}: ")
-    return Decision(
-        desired=floor,
-        reason_code=ReasonCode.HOLD_ACTIVE,
-        reason=f"{current} -> {floor}: {why}; {because}",
-        details=decision.details,
+    highest = max(ordinals)
+    floor = min(highest + 1, current, facts.policy.max_replicas)
+    if step.replicas >= floor:
+        return step
+    because = (
+        f"keeping {floor}: pod {ordinals[highest]} (ordinal {highest}) runs a task and a "
+        "StatefulSet removes the highest ordinals first"
     )
+    return step.to(floor, ReasonCode.HOLD_ACTIVE, f"{step.why}; {because}")
 
 
 def _ordinals(statefulset: str, pods: Iterable[str]) -> dict[int, str]:
@@ -89,19 +58,3 @@ def _ordinals(statefulset: str, pods: Iterable[str]) -> dict[int, str]:
         if match is not None:
             out[int(match.group(1))] = pod
     return out
-
-
-def _hold(
-    desired: int, ordinals: Mapping[int, str], *, current: int, max_replicas: int
-) -> tuple[int, str] | None:
-    """The floor a scale-down to ``desired`` is held at, and why; None: no hold."""
-    if desired >= current or not ordinals:
-        return None
-    highest = max(ordinals)
-    floor = min(highest + 1, current, max_replicas)
-    if desired >= floor:
-        return None
-    return floor, (
-        f"keeping {floor}: pod {ordinals[highest]} (ordinal {highest}) runs a task and a "
-        "StatefulSet removes the highest ordinals first"
-    )

@@ -28,7 +28,7 @@ from taskscale.controller.rules.base import (
     Pause,
     Step,
 )
-from taskscale.controller.types import Decision, ReasonCode
+from taskscale.controller.types import ReasonCode
 
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0", ""})
@@ -64,16 +64,8 @@ def pause_from_annotations(annotations: Mapping[str, str] | None) -> Pause | Non
 
 def apply(facts: Facts, step: Step) -> Step:
     """A paused scaler holds ``current``, or goes to the fixed count; final."""
-    if facts.pause is None:
+    pause = facts.pause
+    if pause is None:
         return step
-    return _paused(facts.pause, facts.current)
-
-
-def paused_decision(pause: Pause, *, current: int) -> Decision:
-    """What a paused scaler does, as a decision (the rule's step, alone)."""
-    return _paused(pause, current).decision(current)
-
-
-def _paused(pause: Pause, current: int) -> Step:
-    desired = current if pause.replicas is None else pause.replicas
+    desired = facts.current if pause.replicas is None else pause.replicas
     return Step(desired, ReasonCode.PAUSED, pause.describe(), final=True)
