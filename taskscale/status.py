@@ -9,8 +9,9 @@ the periodic schedules when there are any).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import TypeLimits, parse_limits
@@ -116,12 +117,25 @@ def _overdue_s(earliest: list[tuple[Any, float]], now_ms: int) -> float:
 SUMMED = ("queued", "delayed", "active", "completed", "failed", "cancelled", "dead", "overdue")
 
 
+View = TypeVar("View")
+
+
+def read_namespaces(
+    namespaces: Sequence[str],
+    read: Callable[[Keys], View],
+    merge: Callable[[Sequence[tuple[str, View]]], View],
+) -> View:
+    """``read`` of every namespace of a (sharded) deployment: one namespace's
+    answer as it is, several merged by ``merge`` from (namespace, answer)
+    pairs in the listed order.  The status and every console reader use it."""
+    parts = [(ns, read(Keys(ns))) for ns in namespaces]
+    return parts[0][1] if len(parts) == 1 else merge(parts)
+
+
 def collect_namespaces(client: RedisClient, namespaces: Sequence[str]) -> dict[str, Any]:
     """:func:`collect` for each namespace of a sharded deployment, merged
     (:func:`merge_namespaces`)."""
-    if len(namespaces) == 1:
-        return collect(client, Keys(namespaces[0]))
-    return merge_namespaces([(ns, collect(client, Keys(ns))) for ns in namespaces])
+    return read_namespaces(namespaces, partial(collect, client), merge_namespaces)
 
 
 def merge_namespaces(

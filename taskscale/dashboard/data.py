@@ -4,7 +4,8 @@ Every reader takes the deployment's :class:`~taskscale.shards.ShardMap` --
 one namespace, or a sharded deployment's list (``--namespace a,b,c``;
 docs/redis.md, "Sharding") -- and returns one view.  Reads that cover the
 deployment (overview, catalog, scalers, fan-outs) read each namespace and,
-when there are several, merge what they found (:func:`_merged`: the
+when there are several, merge what they found
+(:func:`taskscale.status.read_namespaces`, as ``taskscale status`` does: the
 overview as ``taskscale status --namespace a,b,c`` does,
 :func:`taskscale.status.merge_namespaces`: workers and schedulers get a
 ``namespace``, warnings are prefixed with it); with one namespace the answer
@@ -22,9 +23,9 @@ counters and keeps the differences, so the server holds no history.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
@@ -43,19 +44,6 @@ FANOUT_SCAN_LIMIT = 100_000
 #: the status's, and what the overview adds to its rows.
 SUMMED = (*status.SUMMED, "due_soon", "claimed", "wait_ms", "service_ms", "dead_lettered")
 
-View = TypeVar("View")
-
-
-def _merged(
-    shards: ShardMap,
-    read: Callable[[Keys], View],
-    merge: Callable[[Sequence[tuple[str, View]]], View],
-) -> View:
-    """``read`` of every namespace: one namespace's answer as it is, several
-    merged by ``merge`` from (namespace, answer) pairs in the listed order."""
-    parts = [(ns, read(Keys(ns))) for ns in shards.namespaces]
-    return parts[0][1] if len(parts) == 1 else merge(parts)
-
 
 def status_of(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     """``taskscale status --json`` for the listed namespaces."""
@@ -70,7 +58,7 @@ def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
     task ever dead-lettered, which the browser turns into a rate) per type."""
     merge = partial(status.merge_namespaces, summed=SUMMED)
-    return _merged(shards, partial(_overview_in, client), merge)
+    return status.read_namespaces(shards.namespaces, partial(_overview_in, client), merge)
 
 
 def _overview_in(client: RedisClient, keys: Keys) -> dict[str, Any]:
@@ -144,7 +132,7 @@ def empty_row() -> dict[str, Any]:
 def catalog(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     """:func:`read_catalog` of every namespace, merged: a type's live workers
     from all of them, ``unserved`` when enqueued and served nowhere."""
-    return _merged(shards, partial(read_catalog, client), _merge_catalogs)
+    return status.read_namespaces(shards.namespaces, partial(read_catalog, client), _merge_catalogs)
 
 
 def _merge_catalogs(parts: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -170,7 +158,7 @@ def _merge_catalogs(parts: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, An
 
 def scalers(client: RedisClient, shards: ShardMap) -> list[dict[str, Any]]:
     """Every scaler that recorded its passes in any of the namespaces."""
-    return _merged(shards, partial(read_scalers, client), _merge_scalers)
+    return status.read_namespaces(shards.namespaces, partial(read_scalers, client), _merge_scalers)
 
 
 def _merge_scalers(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
@@ -289,7 +277,9 @@ def fanouts(client: RedisClient, shards: ShardMap, *, limit: int = 200) -> list[
     yet expired), found by SCAN -- at most ``limit`` of them and
     :data:`FANOUT_SCAN_LIMIT` keys examined per namespace -- each with its
     ``namespace`` when there are several."""
-    return _merged(shards, partial(_fanouts_in, client, limit=limit), _merge_fanouts)
+    return status.read_namespaces(
+        shards.namespaces, partial(_fanouts_in, client, limit=limit), _merge_fanouts
+    )
 
 
 def _merge_fanouts(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
