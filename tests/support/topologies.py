@@ -198,6 +198,15 @@ class ClusterServers(_Servers):
 
     def master_port_of(self, key: str) -> int:
         """The port of the master that serves ``key``'s slot now."""
+        port = self.serving_master(key)
+        if port is None:
+            raise RuntimeError(f"no master serves the slot of {key!r}")
+        return port
+
+    def serving_master(self, key: str) -> int | None:
+        """The port of the master that serves ``key``'s slot, or None while no
+        node lists one (a failover under way: the slot can drop out of
+        ``CLUSTER SLOTS`` between the old master's failure and the promotion)."""
         client = redis.Redis(host=LOOPBACK, port=next(iter(self.processes)))
         try:
             slot = int(client.cluster("KEYSLOT", key))
@@ -206,7 +215,7 @@ class ClusterServers(_Servers):
                     return int(master[1])
         finally:
             client.close()
-        raise RuntimeError(f"no master serves slot {slot}")
+        return None
 
     def masters(self) -> list[int]:
         client = redis.Redis(host=LOOPBACK, port=next(iter(self.processes)))
