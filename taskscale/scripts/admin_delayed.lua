@@ -23,7 +23,7 @@
 
 local prefix, ttype, mode, wanted = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --! include lib/clock.lua
-local WAKE_CAP = 64
+--! include lib/wake_cap.lua
 local dkey = prefix .. 'delayed:' .. ttype
 
 --! include lib/stamp.lua

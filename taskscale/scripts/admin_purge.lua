@@ -23,7 +23,7 @@
 local prefix, ttype = ARGV[1], ARGV[2]
 local n = tonumber(ARGV[3]) or 1000
 --! include lib/clock.lua
-local WAKE_CAP = 64
+--! include lib/wake_cap.lua
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua

@@ -34,7 +34,7 @@ local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV
 local limit = tonumber(ARGV[5])
 local fanout = ARGV[6] or ''
 --! include lib/clock.lua
-local WAKE_CAP = 64
+--! include lib/wake_cap.lua
 
 --! include lib/ready.lua
 --! include lib/fanout_final.lua

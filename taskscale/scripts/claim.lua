@@ -47,6 +47,7 @@ end
 
 --! include lib/limits.lua
 --! include lib/dead_letter.lua
+--! include lib/wake_cap.lua
 
 local ntypes = #ARGV - 4
 local types = {}
@@ -208,7 +209,7 @@ if remaining == 0 then
         if budget[ttype] > 0 and has_ready(ttype) then
             local wkey = prefix .. 'wake:' .. ttype
             redis.call('RPUSH', wkey, '1')
-            redis.call('LTRIM', wkey, -64, -1)
+            redis.call('LTRIM', wkey, -WAKE_CAP, -1)
         end
     end
 end

@@ -24,7 +24,7 @@
 local prefix = ARGV[1]
 local n = tonumber(ARGV[2])
 --! include lib/clock.lua
-local WAKE_CAP = 64
+--! include lib/wake_cap.lua
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua

@@ -22,7 +22,7 @@
 --
 -- Returns {n enqueued, i1, id1, i2, id2, ...}: each skipped envelope's
 -- position (1-based) and the id of the task that holds its unique key.  An
--- invalid envelope is an error "ERR invalid envelope #i: reason" and nothing
+-- invalid envelope is an error (Errors, below) and nothing
 -- at all is written.
 --
 -- Errors: `invalid envelope #<i>: <n> bytes is over the limit of <ARGV[4]>`
@@ -37,7 +37,16 @@
 local prefix, ttype = ARGV[1], ARGV[2]
 local delay = tonumber(ARGV[3]) or 0
 local max_bytes = tonumber(ARGV[4]) or 0
+--! inline lib/wake_cap.lua
+-- WAKE_CAP: the most tokens a wake list keeps ({ns}:wake:T, and
+-- {ns}:wake:scheduler).  Every push onto one is followed by
+-- LTRIM key -WAKE_CAP -1: a token only says "look again", so a list no one
+-- pops stays this small.  The one definition in Lua (inlined by the include
+-- directive of luascripts.py), equal to keys.WAKE_TOKENS_CAP, which the
+-- Python callers pass to fanout_submit and fanout_add
+-- (tests/scripts/test_wake_cap.py).
 local WAKE_CAP = 64
+--! end inline
 
 --! inline lib/clock.lua
 -- The Redis clock, read once by every script that needs the time (inlined by

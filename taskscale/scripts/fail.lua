@@ -34,7 +34,7 @@
 
 local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/clock.lua
-local WAKE_CAP = 64
+--! include lib/wake_cap.lua
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua

@@ -14,6 +14,7 @@
 --
 -- Errors: `limits of <T> are not a JSON object`
 
+--! include lib/wake_cap.lua
 local prefix, ttype, spec = ARGV[1], ARGV[2], ARGV[3]
 local existed = redis.call('HEXISTS', KEYS[1], ttype)
 if spec == '' then
@@ -28,5 +29,5 @@ end
 redis.call('DEL', prefix .. 'bucket:' .. ttype)
 local wkey = prefix .. 'wake:' .. ttype
 redis.call('RPUSH', wkey, '1')
-redis.call('LTRIM', wkey, -64, -1)
+redis.call('LTRIM', wkey, -WAKE_CAP, -1)
 return existed

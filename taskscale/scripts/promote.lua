@@ -23,6 +23,7 @@ local limit = tonumber(ARGV[2]) or 1000
 
 --! include lib/stamp.lua
 --! include lib/ready.lua
+--! include lib/wake_cap.lua
 
 local promoted, more, next_due, late = 0, 0, -1, 0
 for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -44,11 +45,11 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
         promoted = promoted + n
         local wkey = prefix .. 'wake:' .. ttype
         local tokens = {}
-        for i = 1, math.min(n, 64) do
+        for i = 1, math.min(n, WAKE_CAP) do
             tokens[i] = '1'
         end
         redis.call('RPUSH', wkey, unpack(tokens))
-        redis.call('LTRIM', wkey, -64, -1)
+        redis.call('LTRIM', wkey, -WAKE_CAP, -1)
         if was_empty then
             redis.call('PUBLISH', prefix .. 'demand', ttype)
         end

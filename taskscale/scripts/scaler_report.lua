@@ -1,6 +1,6 @@
 -- scaler_report: record one reconcile pass of scaler S, for the dashboard's
--- scaling page (taskscale/controller/decision_log.py writes, taskscale/
--- scaling.py reads; docs/schema.md, "Scaling decisions").
+-- scaling page (taskscale/controller/decision_log.py writes,
+-- taskscale/scaling.py reads; docs/schema.md, "Scaling decisions").
 --
 -- KEYS[1]  {ns}:scalers        zset S -> unix ms of its last pass
 -- KEYS[2]  {ns}:scaler:S       string: JSON of the last pass

@@ -22,7 +22,7 @@
 -- next_ms 0 (no occurrence yet); a changed one first withdraws the pending
 -- occurrence of the old definition.  A paused schedule stays paused.
 -- Returns {"created" | "updated" | "unchanged", rev}.  Invalid input is an
--- error "ERR invalid schedule: reason" and nothing is written.
+-- error (Errors, below) and nothing is written.
 --
 -- Errors: `invalid schedule: name must be 1-100 characters of A-Z a-z 0-9 _ . -`
 --         `invalid schedule: task type must be 1-128 characters of A-Z a-z 0-9 _ . -`
@@ -42,6 +42,7 @@ local cron, every, tz, catch_up = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 --! include lib/clock.lua
 
 --! include lib/schedule_unpend.lua
+--! include lib/wake_cap.lua
 
 local function invalid(reason)
     return redis.error_reply('invalid schedule: ' .. reason)
@@ -112,6 +113,6 @@ if old[8] == '1' then
 else
     redis.call('ZADD', KEYS[1], 0, name)
     redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
-    redis.call('LTRIM', prefix .. 'wake:scheduler', -64, -1)
+    redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
 end
 return {outcome, rev}

@@ -37,6 +37,7 @@ local seen_rev, seen_next, new_next = ARGV[3], ARGV[4], tonumber(ARGV[5])
 --! include lib/clock.lua
 
 --! include lib/stamp.lua
+--! include lib/wake_cap.lua
 
 local skey = prefix .. 'schedule:' .. name
 local cur = redis.call('HMGET', skey, 'rev', 'next_ms', 'paused', 'type', 'task')
@@ -72,7 +73,7 @@ redis.call('SADD', KEYS[2], ttype)
 redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'enqueued', 1)
 if before[2] == nil or tonumber(before[2]) > new_next then
     redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
-    redis.call('LTRIM', prefix .. 'wake:scheduler', -64, -1)
+    redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
 end
 redis.call('HSET', skey, 'next_ms', at, 'last_ms', seen_next)
 redis.call('HINCRBY', skey, 'occurrences', 1)

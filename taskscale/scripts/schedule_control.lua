@@ -21,6 +21,7 @@
 local prefix, name, mode = ARGV[1], ARGV[2], ARGV[3]
 
 --! include lib/schedule_unpend.lua
+--! include lib/wake_cap.lua
 
 local skey = prefix .. 'schedule:' .. name
 local paused = redis.call('HGET', skey, 'paused')
@@ -49,7 +50,7 @@ elseif mode == 'resume' then
     redis.call('HINCRBY', skey, 'rev', 1)
     redis.call('ZADD', KEYS[1], 0, name)
     redis.call('RPUSH', prefix .. 'wake:scheduler', '1')
-    redis.call('LTRIM', prefix .. 'wake:scheduler', -64, -1)
+    redis.call('LTRIM', prefix .. 'wake:scheduler', -WAKE_CAP, -1)
     return 'done'
 end
 return redis.error_reply('schedule_control: unknown mode ' .. tostring(mode))

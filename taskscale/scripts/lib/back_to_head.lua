@@ -12,6 +12,7 @@
 -- Returns 1, or 0 for an envelope without a type (claim never records one).
 
 --! include lib/stamp.lua
+--! include lib/wake_cap.lua
 
 local function back_to_head(env, count_reap)
     local ok, doc = pcall(cjson.decode, env)
@@ -44,6 +45,6 @@ local function back_to_head(env, count_reap)
     end
     redis.call('HINCRBY', skey, 'requeued', 1)
     redis.call('RPUSH', prefix .. 'wake:' .. ttype, '1')
-    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -64, -1)
+    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -WAKE_CAP, -1)
     return 1
 end

@@ -19,6 +19,7 @@
 --! include lib/clock.lua
 --! include lib/stamp.lua
 --! include lib/fanout_done.lua
+--! include lib/wake_cap.lua
 
 local function fanout_final(f, outcome, env, result, unreleased)
     local fkey = prefix .. 'fanout:' .. f

@@ -2,6 +2,7 @@
 -- {"rate": N, "period_ms": P, "burst": B, "concurrency": K}; absent or 0 =
 -- no limit).  limits_of returns nil for an unlimited type or a field that
 -- does not decode, so a bad value never stops a queue.
+--! include lib/wake_cap.lua
 local function limits_of(spec)
     if not spec then
         return nil
@@ -24,8 +25,8 @@ end
 
 -- A finished task of a type with a concurrency cap frees a slot fleet-wide:
 -- push one wake token when tasks of the type are waiting, so an idle worker
--- (not only the one that finished it) claims the next.  Needs `prefix` and
--- WAKE_CAP in scope; limits_key nil (a caller of the older form) = no-op.
+-- (not only the one that finished it) claims the next.  Needs `prefix` in
+-- scope; limits_key nil (a caller of the older form) = no-op.
 local function cap_wake(limits_key, ttype)
     if not limits_key then
         return

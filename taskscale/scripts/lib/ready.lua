@@ -6,6 +6,7 @@
 -- level_and_id(env): the priority level of an envelope (5 if missing or
 -- invalid), its id (nil if not a string) and the decoded document (nil if
 -- env is not a JSON object or array).
+--! include lib/wake_cap.lua
 local function level_and_id(env)
     local ok, doc = pcall(cjson.decode, env)
     local level, id = 5, nil
@@ -30,5 +31,5 @@ local function to_ready(ttype, level, env)
         redis.call('PUBLISH', prefix .. 'demand', ttype)
     end
     redis.call('RPUSH', prefix .. 'wake:' .. ttype, '1')
-    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -64, -1)
+    redis.call('LTRIM', prefix .. 'wake:' .. ttype, -WAKE_CAP, -1)
 end
