@@ -104,7 +104,10 @@ def _joined(lines: list[str]) -> str:
 def parse_header(name: str, text: str) -> Header:
     """The header of script ``name`` whose text is ``text``."""
     lines = header_lines(text)
-    summary = lines[0].split(":", 1)[1].strip() if lines and ":" in lines[0] else ""
+    summary = ""
+    if lines and re.match(r"^[a-z_]+: ", lines[0]):
+        first = _joined(_paragraphs(lines)[0]).split(": ", 1)[1]
+        summary = re.split(r"(?<=[.;?])\s+(?=[A-Z])", first, maxsplit=1)[0]
     slots: dict[str, list[Slot]] = {"KEYS": [], "ARGV": []}
     current: tuple[str, int, bool, list[str]] | None = None
 

@@ -1,5 +1,7 @@
 """``taskscale scripts export DIR``: the Lua scripts as other languages load
-them (includes expanded) and their manifest (:mod:`taskscale.contract`)."""
+them (includes expanded) and their manifest; ``taskscale scripts doc``: the
+per-script reference of docs/schema.md, from the same headers
+(:mod:`taskscale.contract`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from taskscale.contract import MANIFEST, export
+from taskscale.contract import MANIFEST, export, render_reference, with_reference
 
 
 def add_parser(subparsers: Any) -> None:
@@ -24,6 +26,17 @@ def add_parser(subparsers: Any) -> None:
     )
     e.add_argument("directory", type=Path, metavar="DIR", help="created if missing")
     e.set_defaults(func=_export)
+    d = sub.add_parser(
+        "doc",
+        help="print the per-script reference of docs/schema.md (from the script headers)",
+    )
+    d.add_argument(
+        "--update",
+        type=Path,
+        metavar="FILE",
+        help="replace the generated part of FILE (docs/schema.md) instead of printing it",
+    )
+    d.set_defaults(func=_doc)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -32,4 +45,14 @@ def _export(args: argparse.Namespace) -> int:
         f"{len(written['scripts'])} scripts and {MANIFEST} (schema version "
         f"{written['schema_version']}) written to {args.directory}"
     )
+    return 0
+
+
+def _doc(args: argparse.Namespace) -> int:
+    if args.update is None:
+        print(render_reference())
+        return 0
+    text = args.update.read_text(encoding="utf-8")
+    args.update.write_text(with_reference(text), encoding="utf-8")
+    print(f"{args.update}: the script reference rewritten from the headers")
     return 0
