@@ -184,15 +184,31 @@ def header_problems(h: Header) -> list[str]:
 
 _LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
 _WRAPPER = re.compile(
-    r"local function (\w+)\(\w+\)\s*\n\s*return redis\.error_reply\(([^\n]*)\)\s*\n\s*end"
+    r"local function (\w+)\([\w, ]*\)\s*\n\s*return redis\.error_reply\(([^\n]*)\)\s*\n\s*end"
 )
 
 
 def _call_arguments(text: str, function: str) -> list[str]:
-    """The argument text of every one-line call ``function(...)`` in ``text``."""
+    """The argument text of every call ``function(...)`` in ``text`` (to its
+    matching parenthesis, string literals skipped over)."""
     found = []
-    for match in re.finditer(rf"(?<![\w.]){re.escape(function)}\((.*)\)\s*$", text, re.M):
-        found.append(match.group(1))
+    for match in re.finditer(rf"(?<![\w.]){re.escape(function)}\(", text):
+        depth, at, quote = 1, match.end(), ""
+        while at < len(text) and depth:
+            char = text[at]
+            if quote:
+                if char == "\\":
+                    at += 1
+                elif char == quote:
+                    quote = ""
+            elif char in "'\"":
+                quote = char
+            elif char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+            at += 1
+        found.append(text[match.end() : at - 1])
     return found
 
 
@@ -202,8 +218,9 @@ def raised_fragments(text: str) -> list[tuple[str, ...]]:
     local function that only wraps one (``invalid(reason)``), its literals
     joined to the wrapper's.  A call with no literal at all gives ``()``."""
     calls: list[tuple[str, ...]] = []
-    wrappers = {m.group(1): m.group(2) for m in _WRAPPER.finditer(text)}
-    body = _WRAPPER.sub("", text)
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    wrappers = {m.group(1): m.group(2) for m in _WRAPPER.finditer(code)}
+    body = _WRAPPER.sub("", code)
     for function, head in [("redis.error_reply", ""), *wrappers.items()]:
         for arguments in _call_arguments(body, function):
             literals = [_unescape(a or b) for a, b in _LITERAL.findall(head + " " + arguments)]

@@ -152,3 +152,21 @@ def test_a_malformed_header_is_reported(broken: str, problem: str) -> None:
 def test_errors_none_is_a_statement() -> None:
     h = parse_header("demo", GOOD.replace("`BAD <x> happened`", "none"))
     assert h.errors == () and h.errors_stated
+
+
+def test_errors_are_found_in_any_layout_and_comments_are_not_code() -> None:
+    text = """\
+-- a comment: redis.error_reply('NOT raised')
+local function bad(key, want)
+    return redis.error_reply('TYPE ' .. key .. ' is not a ' .. want)
+end
+if x then return redis.error_reply('ONE (with a paren) here') end
+local y = redis.error_reply(
+    'TWO ' .. tostring(z))
+return bad(KEYS[1], 'hash')
+"""
+    assert sorted(raised_fragments(text)) == [
+        ("ONE (with a paren) here",),
+        ("TWO ",),
+        ("TYPE ", " is not a ", "hash"),
+    ]
