@@ -6,10 +6,11 @@ per-script reference of docs/schema.md, from the same headers
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from taskscale.contract import MANIFEST, export, render_reference, with_reference
+from taskscale.contract import BEGIN, END, MANIFEST, export, render_reference, with_reference
 
 
 def add_parser(subparsers: Any) -> None:
@@ -40,7 +41,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    written = export(args.directory)
+    try:
+        written = export(args.directory)
+    except OSError as exc:
+        print(f"taskscale scripts export: {exc}", file=sys.stderr)
+        return 1
     print(
         f"{len(written['scripts'])} scripts and {MANIFEST} (schema version "
         f"{written['schema_version']}) written to {args.directory}"
@@ -52,7 +57,18 @@ def _doc(args: argparse.Namespace) -> int:
     if args.update is None:
         print(render_reference())
         return 0
-    text = args.update.read_text(encoding="utf-8")
-    args.update.write_text(with_reference(text), encoding="utf-8")
+    try:
+        text = args.update.read_text(encoding="utf-8")
+        if BEGIN not in text or END not in text:
+            print(
+                f"taskscale scripts doc: {args.update} has no generated part to replace "
+                f"(the lines {BEGIN!r} and {END!r})",
+                file=sys.stderr,
+            )
+            return 2
+        args.update.write_text(with_reference(text), encoding="utf-8")
+    except OSError as exc:
+        print(f"taskscale scripts doc: {exc}", file=sys.stderr)
+        return 1
     print(f"{args.update}: the script reference rewritten from the headers")
     return 0
