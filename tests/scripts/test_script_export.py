@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 import redis
 
+from taskscale.catalog import read_catalog
 from taskscale.cli import main
 from taskscale.contract import MANIFEST, SCHEMA_VERSION, export
+from taskscale.keys import Keys
 from taskscale.luascripts import SCRIPT_NAMES, script_source
 from taskscale.script_headers import script_names
 
@@ -188,3 +190,21 @@ def test_an_invalid_envelope_gets_the_error_text_the_manifest_lists(
         plain.call("enqueue", f"{NS}:", "echo", 0, 0, _envelope("ok"), "not json")
     assert str(caught.value) == "invalid envelope #2: not a JSON object"
     assert r.llen(f"{NS}:q:echo:5") == 0
+
+
+@pytest.mark.integration
+def test_a_plain_worker_must_publish_its_catalog_or_its_type_is_unserved(
+    r: redis.Redis, exported: tuple[Path, dict[str, Any]]
+) -> None:
+    plain = Plain(r, *exported)
+    plain.call("enqueue", f"{NS}:", "echo", 0, 0, _envelope("t3"))
+    plain.call("heartbeat", W, 10_000, "id", W, "types", "echo")
+    assert read_catalog(r, Keys("rt"))["unserved"] == ["echo"]  # running, not published
+
+    doc = json.dumps({"format": 1, "types": {"echo": {"type": "echo", "registered": True}}})
+    assert plain.call("catalog", 10_000, "d1", doc) == 1
+    catalog = read_catalog(r, Keys("rt"))
+    assert catalog["unserved"] == []
+    assert catalog["types"]["echo"]["workers"] == [W]
+    assert plain.call("catalog", 10_000, "d1", "") == 1  # the heartbeat's refresh by digest
+    assert plain.call("catalog", 10_000, "other", "") == 0  # unknown digest: send the doc
