@@ -241,7 +241,11 @@ def _enqueue(args: argparse.Namespace) -> int:
     from taskscale.options import TaskOptions
     from taskscale.producer import Call, Producer
 
-    call = Call(json_arg(args.args, list, "--args"), json_arg(args.kwargs, dict, "--kwargs"))
+    most = args.max_bytes  # an argument as large as the envelope may be
+    call = Call(
+        json_arg(args.args, list, "--args", max_bytes=most),
+        json_arg(args.kwargs, dict, "--kwargs", max_bytes=most),
+    )
     # Everything the user typed is checked before Redis is dialled, so a
     # typo is reported as such even when the server is down.
     check_name("task type", args.type)
