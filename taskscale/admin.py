@@ -11,7 +11,6 @@ every removal is counted in the type's stats hash.  Listing is plain reads.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script as _script
 from taskscale.redis_urls import RedisClient
-from taskscale.text import as_text
+from taskscale.text import as_text, loads_lenient, shown
 
 #: Most tasks one admin_purge.lua call deletes (bounds how long Redis is busy).
 PURGE_BATCH = 1000
@@ -27,11 +26,10 @@ PURGE_BATCH = 1000
 LOOKUP_LIMIT = 200_000
 
 
-def _envelope_doc(raw: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return {}
+def _envelope_doc(raw: object) -> dict[str, Any]:
+    """The JSON object in ``raw`` as it is (undecodable bytes kept as
+    surrogate escapes; :func:`~taskscale.text.shown` before showing), {} if none."""
+    doc = loads_lenient(raw)
     return doc if isinstance(doc, dict) else {}
 
 
@@ -82,24 +80,21 @@ class TaskInfo:
 
 
 def _dead_letter(task_type: str, raw: Any) -> DeadLetter:
-    text = as_text(raw)
-    try:
-        rec = json.loads(text)
-    except ValueError:
-        rec = {}
-    if not isinstance(rec, dict):
-        rec = {}
+    """One dead letter as a reader shows it: never fails, whatever bytes it holds."""
+    text = as_text(raw, errors="surrogateescape")
+    rec = _envelope_doc(text)
     env = rec["envelope"] if isinstance(rec.get("envelope"), str) else text
     fields = _envelope_doc(env)
     task_id = fields.get("id") if isinstance(fields.get("id"), str) else ""
+    failed_ms = rec.get("failed_ms")
     return DeadLetter(
-        task_id=str(task_id),
+        task_id=shown(str(task_id)),
         task_type=task_type,
-        envelope=env,
-        error=str(rec.get("error", "")),
-        failed_ms=int(rec.get("failed_ms") or 0),
-        traceback=str(rec.get("traceback", "")),
-        fields=fields,
+        envelope=shown(env),
+        error=shown(str(rec.get("error", ""))),
+        failed_ms=int(failed_ms) if isinstance(failed_ms, int) else 0,
+        traceback=shown(str(rec.get("traceback", ""))),
+        fields=shown(fields),
     )
 
 
@@ -159,10 +154,12 @@ def delayed_list(
     )
     out = []
     for member, score in raw:
-        env = as_text(member)
+        env = as_text(member, errors="surrogateescape")
         fields = _envelope_doc(env)
         task_id = fields.get("id") if isinstance(fields.get("id"), str) else ""
-        out.append(DelayedTask(str(task_id), task_type, int(score), env, fields))
+        out.append(
+            DelayedTask(shown(str(task_id)), task_type, int(score), shown(env), shown(fields))
+        )
     return out
 
 
@@ -258,7 +255,7 @@ def task_info(
         args=[keys.prefix, task_id, task_type or "", limit],
         client=client,
     )
-    state, ttype, where, payload = (as_text(x) for x in reply)
+    state, ttype, where, payload = (as_text(x, errors="surrogateescape") for x in reply)
     if state == "unknown":
         return None
     if state == "limit":
@@ -273,8 +270,8 @@ def task_info(
             "done",
             ttype,
             ok=bool(doc.get("ok")),
-            result=doc.get("result"),
-            error=str(doc.get("error", "")) if not doc.get("ok") else "",
+            result=shown(doc.get("result")),
+            error=shown(str(doc.get("error", ""))) if not doc.get("ok") else "",
         )
     if state == "dead":
         dead = _dead_letter(ttype, payload)
@@ -288,8 +285,10 @@ def task_info(
             due_ms=None,
         )
     if state == "delayed":
-        return TaskInfo(task_id, "delayed", ttype, due_ms=int(float(where)), envelope=payload)
-    return TaskInfo(task_id, state, ttype, where=where, envelope=payload)
+        return TaskInfo(
+            task_id, "delayed", ttype, due_ms=int(float(where)), envelope=shown(payload)
+        )
+    return TaskInfo(task_id, state, ttype, where=shown(where), envelope=shown(payload))
 
 
 class LookupLimitReached(RuntimeError):

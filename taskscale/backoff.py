@@ -12,8 +12,10 @@ that many callers failing together do not retry in step:
 * :func:`spread` -- within ``+-fraction`` of the delay.
 
 Each caller keeps its own numbers (base, cap, factor, which jitter); only the
-formula is shared.  Pure: no sleeping, no I/O; the random source is a
-parameter, so a test can pin it.  (A call wrapped in tenacity uses
+formula is shared.  A caller that holds a lease (a worker) caps its delays
+with :func:`lease_cap` too: a retry must come soon after the server is back,
+or an outage shorter than the lease costs the lease.  Pure: no sleeping, no
+I/O; the random source is a parameter, so a test can pin it.  (A call wrapped in tenacity uses
 :mod:`taskscale.retrying` instead.)
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-__all__ = ["equal_jitter", "exponential", "full_jitter", "spread"]
+__all__ = ["equal_jitter", "exponential", "full_jitter", "lease_cap", "spread"]
 
 #: A uniform random number in [0, 1).
 Rand = Callable[[], float]
@@ -38,6 +40,21 @@ def exponential(attempt: int, *, base_s: float, cap_s: float, factor: float = 2.
     except OverflowError:
         return cap_s
     return min(cap_s, delay)
+
+
+#: The longest wait between two attempts of a lease holder, as a fraction of
+#: its lease: with a 10 s lease an attempt every 0.5 s at most, so an outage
+#: of up to ``lease - heartbeat - lease * LEASE_FRACTION`` (minus the jitter)
+#: never costs the lease.
+LEASE_FRACTION = 0.05
+#: ... but never below this (a tiny test lease must not spin).
+LEASE_CAP_FLOOR_S = 0.05
+
+
+def lease_cap(cap_s: float, lease_s: float) -> float:
+    """``cap_s``, or less: at most :data:`LEASE_FRACTION` of ``lease_s``
+    (not under :data:`LEASE_CAP_FLOOR_S`)."""
+    return min(cap_s, max(LEASE_CAP_FLOOR_S, lease_s * LEASE_FRACTION))
 
 
 def full_jitter(delay: float, rand: Rand = random.random) -> float:

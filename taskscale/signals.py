@@ -9,10 +9,18 @@ hang on SIGTERM that only a kill ends.
 So the handler here only writes the signal's number to a pipe (a system
 call, no lock), and a daemon thread reads the pipe and calls the callback,
 where taking locks, logging and talking to Redis are all safe.
+
+Once the process is exiting (its stop is done), a stop signal has nothing
+left to stop: it is ignored from then on.  Python's own teardown would
+otherwise restore the default action, and a second SIGTERM arriving in the
+~0.1 s the interpreter takes to unload would kill a worker that had finished
+its stop cleanly with 143 instead of 0 (docs/operating.md: "a second SIGTERM
+skips the wait").
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -48,6 +56,16 @@ def on_stop_signals(
             for signum in data:
                 callback(signum)
 
+    wanted = tuple(signals)
     threading.Thread(target=dispatch, name="signals", daemon=True).start()
-    for signum in signals:
+    for signum in wanted:
         signal.signal(signum, handler)
+    atexit.register(ignore_signals, wanted)
+
+
+def ignore_signals(signals: Iterable[int] = STOP_SIGNALS) -> None:
+    """Ignore ``signals`` from now on (the process is exiting: its stop is
+    done).  Run at exit, before the interpreter restores their default
+    action, which is death by the signal."""
+    for signum in signals:
+        signal.signal(signum, signal.SIG_IGN)

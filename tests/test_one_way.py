@@ -149,6 +149,7 @@ BACKOFF_USERS = {
     "taskscale/worker/supervisor.py",  # restarting a crashed worker process
     "taskscale/worker/claimer.py",  # after a Redis error
     "taskscale/worker/execution.py",  # a failed task's retry
+    "taskscale/worker/settings.py",  # the reconnect cap: a fraction of the lease
     "taskscale/controller/reconciler.py",  # a failed scaler's next pass
     "taskscale/controller/observer.py",  # the demand listener resubscribing
     "taskscale/controller/kube.py",  # the TaskScaler watch relisting

@@ -13,7 +13,6 @@ shares with a settings dataclass is read from it (:func:`add_setting`, with
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from taskscale.connection import (
 )
 from taskscale.dataclass_defaults import REQUIRED, default_of
 from taskscale.errors import describe_error
+from taskscale.json_input import MAX_JSON_BYTES, JsonInputError, parse_json
 from taskscale.keys import DEFAULT_NAMESPACE, NAMESPACE_ENV, Keys, namespace_from_env
 from taskscale.listening import ListenError
 from taskscale.logs import add_logging_arguments, configure_logging
@@ -170,24 +170,16 @@ def sharded_client(args: argparse.Namespace) -> tuple[RedisClient, ShardMap]:
     return client, shards
 
 
-def json_arg(text: str, kind: type, flag: str) -> Any:
+def json_arg(text: str, kind: type, flag: str, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """A JSON argument (``--args``, ``--kwargs``) of type ``kind`` (list or
+    dict), within the limits of :mod:`taskscale.json_input`; a
+    :class:`UsageError` (exit 2) naming ``flag`` otherwise."""
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
-    except ValueError as exc:
-        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+        value = parse_json(text, flag, max_bytes=max_bytes)
+    except JsonInputError as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(value, kind):
         raise UsageError(f"{flag} must be a JSON {'array' if kind is list else 'object'}")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is too large for a JSON number")
     return value
 
 

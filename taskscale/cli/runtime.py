@@ -183,10 +183,11 @@ def _worker(args: argparse.Namespace) -> int:
         worker_id=args.worker_id,
     )
     missing = [t for t in settings.types if t not in registry]
-    if missing:
-        log.warning(
-            "no function registered for %s (use --import): such tasks will be dead-lettered",
-            ",".join(missing),
+    if missing:  # a typo or a forgotten --import must not dead-letter the type's tasks
+        imported = ", ".join(args.imports) or "none"
+        raise UsageError(
+            f"no function registered for {', '.join(missing)} (modules imported: {imported}); "
+            "name the module that defines it with --import, or fix --types"
         )
     keys = ShardMap.parse(args.namespace).only_namespace(settings.types)
     if args.processes > 1:  # a supervisor of worker processes (taskscale/worker/supervisor.py)
@@ -240,7 +241,11 @@ def _enqueue(args: argparse.Namespace) -> int:
     from taskscale.options import TaskOptions
     from taskscale.producer import Call, Producer
 
-    call = Call(json_arg(args.args, list, "--args"), json_arg(args.kwargs, dict, "--kwargs"))
+    most = args.max_bytes  # an argument as large as the envelope may be
+    call = Call(
+        json_arg(args.args, list, "--args", max_bytes=most),
+        json_arg(args.kwargs, dict, "--kwargs", max_bytes=most),
+    )
     # Everything the user typed is checked before Redis is dialled, so a
     # typo is reported as such even when the server is down.
     check_name("task type", args.type)

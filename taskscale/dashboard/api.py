@@ -15,7 +15,6 @@ that holds its task type (a sharded deployment's reads cover every namespace:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ from starlette.routing import Route
 from taskscale import admin
 from taskscale.dashboard import data
 from taskscale.dashboard.state import Context, context, in_thread, page_params
+from taskscale.json_input import JsonInputError, parse_json
 from taskscale.keys import check_name, parse_priority
 from taskscale.producer import Call, Producer
 from taskscale.rpc import CallOptions, RemoteError, TaskTimeout, call_async
@@ -56,10 +56,10 @@ async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "the body is not JSON") from None
+    try:  # the limits of every JSON input: size, nesting, no NaN
+        doc = parse_json(raw, "the body")
+    except JsonInputError as exc:
+        raise ApiError(400, str(exc)) from None
     if not isinstance(doc, dict):
         raise ApiError(400, "the body must be a JSON object")
     return doc

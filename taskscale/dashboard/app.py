@@ -20,6 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
+from taskscale.dashboard.body_limit import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from taskscale.dashboard.hosts import Allowed, HostCheck
 from taskscale.dashboard.state import Context, Snapshots
 from taskscale.redis_urls import RedisClient
@@ -70,13 +71,16 @@ def create_app(
     root: str = "",
     snapshot_s: float = 1.0,
     allowed_hosts: Sequence[Allowed] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Starlette:
     """The dashboard for ``client``'s Redis and the namespaces of ``shards``
     (one, or a sharded deployment's list); ``token`` None or "" = read-only;
     ``snapshot_s``: how long one overview read is shared by every viewer;
     ``allowed_hosts``: what the Host header may name (None: anything;
-    :func:`taskscale.dashboard.hosts.allowed_for`)."""
-    middleware = [Middleware(_SecurityHeaders)]
+    :func:`taskscale.dashboard.hosts.allowed_for`); ``max_body_bytes``: the
+    largest request body read, 413 over it (:mod:`taskscale.dashboard.body_limit`)."""
+    # the 413 of the body limit goes out through the security headers
+    middleware = [Middleware(_SecurityHeaders), Middleware(BodyLimit, max_bytes=max_body_bytes)]
     if allowed_hosts is not None:  # outermost: a refused request reaches nothing
         middleware.insert(0, Middleware(HostCheck, allowed=allowed_hosts))
     app = Starlette(

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale.cli.common import add_connection_arguments, guarded, port, sharded_client
+from taskscale.cli.common import add_connection_arguments, count, guarded, port, sharded_client
 from taskscale.cli.envdefaults import env_name
+from taskscale.dashboard.body_limit import DEFAULT_MAX_BODY_BYTES
 from taskscale.dashboard.hosts import allowed_for, allowed_host
 from taskscale.listening import open_listener
 
@@ -66,10 +67,11 @@ def serve_in_thread(
     startup_timeout_s: float = 20.0,
     snapshot_s: float = 1.0,
     allowed_hosts: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> RunningDashboard:
     """Start the dashboard on ``host:port`` (0 = a free port); return once it
     listens.  ``namespace`` may list several (``a,b,c``: a sharded deployment);
-    ``allowed_hosts`` as ``--allowed-host``."""
+    ``allowed_hosts`` as ``--allowed-host``, ``max_body_bytes`` as ``--max-body``."""
     import uvicorn
 
     from taskscale.connection import connect
@@ -86,6 +88,7 @@ def serve_in_thread(
         redis_url=redis_url,
         snapshot_s=snapshot_s,
         allowed_hosts=hosts,
+        max_body_bytes=max_body_bytes,
     )
     # log_config=None: uvicorn's records go through our handler (text or JSON)
     config = uvicorn.Config(
@@ -132,6 +135,14 @@ def add_parser(subparsers: Any) -> None:
         "ssh -L or a port-forward to another port); bound to loopback, only localhost, "
         "127.0.0.1 and [::1] on the port it listens on are answered (DNS rebinding)",
     )
+    p.add_argument(
+        "--max-body",
+        type=count,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="BYTES",
+        help=f"largest request body read, bytes; a larger one is answered 413 "
+        f"(default {DEFAULT_MAX_BODY_BYTES}: 1 MiB)",
+    )
     p.set_defaults(func=guarded(_run))
 
 
@@ -147,7 +158,12 @@ def _run(args: argparse.Namespace) -> int:
     hosts = allowed_for(args.bind, [allowed_host(h) for h in args.allowed_host])
     client, shards = sharded_client(args)
     app = create_app(
-        client, shards=shards, token=args.token, redis_url=args.redis_url, allowed_hosts=hosts
+        client,
+        shards=shards,
+        token=args.token,
+        redis_url=args.redis_url,
+        allowed_hosts=hosts,
+        max_body_bytes=args.max_body,
     )
     listener = open_listener(args.bind, args.port)  # ListenError: one line, exit 2 or 1
     bound = listener.getsockname()[1]  # --port 0: the one the system picked

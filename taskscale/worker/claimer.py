@@ -61,6 +61,7 @@ class Claimer:
         self._metrics = shared.metrics
         self._inflight_key = shared.keys.inflight(shared.id)
         self._lock = threading.Lock()  # claims vs a lost reply's reconcile
+        self._retry_cap_s = shared.settings.reconnect_cap_s  # a fraction of the lease
 
     def claim_loop(self, pool: SlotPool) -> None:
         """A claimer thread's body: claim for ``pool`` until the worker stops."""
@@ -123,7 +124,7 @@ class Claimer:
     def _redis_trouble(self, exc: BaseException, failures: int) -> None:
         if self._metrics is not None:
             self._metrics.redis_errors.inc()
-        delay = spread(exponential(failures, base_s=0.05, cap_s=5.0), 0.2)
+        delay = spread(exponential(failures, base_s=0.05, cap_s=self._retry_cap_s), 0.2)
         log.warning(
             "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
         )
@@ -139,7 +140,7 @@ class Claimer:
                 lost = self._tally.not_held(as_text(i) for i in held)
                 return int(self._requeue("some", lost)) if lost else 0
 
-        moved = retrying(orphans, give_up_when=self._stopping.is_set)
+        moved = retrying(orphans, give_up_when=self._stopping.is_set, max_wait_s=self._retry_cap_s)
         if moved:
             log.warning(
                 "worker %s: returned %d task(s) from a lost claim reply", self.worker_id, moved

@@ -87,7 +87,11 @@ class Reporter:
             if pending:
                 gather.done(more=True)
                 try:
-                    retrying(partial(self.record, pending), give_up_when=self._abandon.is_set)
+                    retrying(
+                        partial(self.record, pending),
+                        give_up_when=self._abandon.is_set,
+                        max_wait_s=self.settings.reconnect_cap_s,
+                    )
                 except redis.RedisError as exc:
                     if not isinstance(exc, TRANSIENT_ERRORS):
                         self._on_fatal(exc)
@@ -102,7 +106,11 @@ class Reporter:
             if time.monotonic() >= next_beat and not self._abandon.is_set():
                 next_beat = time.monotonic() + self.settings.heartbeat_s
                 try:
-                    retrying(self.heartbeat, give_up_when=self._stopping.is_set)
+                    retrying(  # soon after an outage: before the lease expires
+                        self.heartbeat,
+                        give_up_when=self._stopping.is_set,
+                        max_wait_s=self.settings.reconnect_cap_s,
+                    )
                 except redis.RedisError as exc:
                     if not isinstance(exc, TRANSIENT_ERRORS):
                         self._on_fatal(exc)

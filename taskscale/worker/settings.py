@@ -7,8 +7,12 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
+from taskscale.backoff import lease_cap
 from taskscale.keys import DEFAULT_DEAD_LETTER_CAP, check_name
 from taskscale.worker.execution import RetryPolicy
+
+#: The longest wait between two attempts to reach Redis (a long lease's cap).
+RECONNECT_CAP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,13 @@ class WorkerSettings:
     #: The most dead letters kept per type; older ones are dropped (and
     #: counted in the type's ``dead_dropped`` stat). 0 = no cap.
     dead_letter_cap: int = DEFAULT_DEAD_LETTER_CAP
+
+    @property
+    def reconnect_cap_s(self) -> float:
+        """The longest wait between two attempts to reach Redis again: a
+        fraction of the lease (:func:`~taskscale.backoff.lease_cap`), so the
+        heartbeat renews it soon after an outage shorter than the lease."""
+        return lease_cap(RECONNECT_CAP_S, self.lease_s)
 
     def __post_init__(self) -> None:
         if not self.types:

@@ -13,7 +13,7 @@ import redis
 
 import taskscale
 from support.waiting import wait_until
-from support.workers import kill, processes, run_taskscale, start_worker, stop
+from support.workers import kill, processes, run_taskscale, running_worker, start_worker, stop
 from taskscale.catalog import CatalogPublisher, describe_task, read_catalog, signature_text
 from taskscale.keys import Keys
 from taskscale.producer import Producer
@@ -63,7 +63,13 @@ def test_a_type_enqueued_that_no_live_worker_serves_is_flagged(
     redis_url: str, r: redis.Redis
 ) -> None:
     Producer(r, keys=KEYS).enqueue("nobody.serves", kwargs={})
-    with processes(start_worker(redis_url, types="sleep,ghost", imports=["taskscale.examples"])):
+    # `taskscale worker` refuses a type with no function (tests/cli/test_worker_refuses.py);
+    # a Worker built in-process with a registry lacking it still serves it
+    with (
+        processes(start_worker(redis_url, types="sleep", imports=["taskscale.examples"])),
+        running_worker(redis_url, ("ghost",), registry=TaskRegistry()),
+    ):
+        wait_until(lambda: "sleep" in read_catalog(r, KEYS)["types"])
         wait_until(lambda: "ghost" in read_catalog(r, KEYS)["types"])
         Producer(r, keys=KEYS).enqueue("ghost")
         catalog = catalog_json(redis_url)

@@ -124,3 +124,14 @@ def test_the_dashboard_takes_a_namespace_list() -> None:
             "--set", f"dashboard.redisNamespace={bad}", check=False,
         )  # fmt: skip
         assert result.returncode != 0, bad
+
+
+def test_the_dashboard_bounds_request_bodies() -> None:
+    def args(**values: str) -> list[str]:
+        objects = render(set_values={"dashboard.enabled": "true", **URL, **values})
+        deployment = one(objects, "Deployment", "ts-taskscale-dashboard")
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        return list(container["args"])
+
+    assert "--max-body=1048576" in args()  # 1 MiB, as the command's own default
+    assert "--max-body=65536" in args(**{"dashboard.maxBodyBytes": "65536"})

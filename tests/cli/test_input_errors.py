@@ -240,7 +240,7 @@ def _listening_command(
         argv = ["dashboard", "--port", str(port), "--redis-url", redis_url]
         return [*argv, "--bind", host] if host else argv
     assert host is None  # worker and scheduler bind every address
-    own = ["--types", "t"] if command == "worker" else []
+    own = ["--types", "noop", "--import", "taskscale.examples"] if command == "worker" else []
     return [command, *own, "--metrics-port", str(port), "--redis-url", redis_url]
 
 

@@ -54,7 +54,8 @@ def run_until(
 
 @pytest.mark.integration
 def test_a_workers_records_carry_its_id_as_a_json_field(redis_url: str, r: redis.Redis) -> None:
-    argv = ["worker", "--types", "t", "--worker-id", "w-json", "--log-format", "json"]
+    argv = ["worker", "--types", "noop", "--import", "taskscale.examples", "--worker-id", "w-json"]
+    argv += ["--log-format", "json"]
     argv += ["--redis-url", redis_url, "--grace", "0", "--idle-wait", "0.2"]
     keys = Keys()
 
@@ -70,7 +71,7 @@ def test_a_workers_records_carry_its_id_as_a_json_field(redis_url: str, r: redis
     assert code == 0
     worker = [r for r in records if r["logger"] == "taskscale.worker"]
     messages = [r["message"] for r in worker]
-    assert any("serving t" in m for m in messages), messages
+    assert any("serving noop" in m for m in messages), messages
     assert any("lease lost" in m for m in messages), messages
     assert any("SIGTERM received" in m for m in messages), messages
     assert any("stopped" in m for m in messages), messages
@@ -80,7 +81,8 @@ def test_a_workers_records_carry_its_id_as_a_json_field(redis_url: str, r: redis
 @pytest.mark.slow
 @pytest.mark.integration
 def test_the_supervisors_records_about_a_worker_process_carry_its_id(redis_url: str) -> None:
-    argv = ["worker", "--types", "t", "--worker-id", "pod", "--processes", "2"]
+    argv = ["worker", "--types", "noop", "--import", "taskscale.examples", "--worker-id", "pod"]
+    argv += ["--processes", "2"]
     argv += ["--log-format", "json", "--redis-url", redis_url, "--grace", "0"]
     argv += ["--idle-wait", "0.2"]
 
