@@ -155,3 +155,25 @@ def scripts_for(client: RedisClient) -> Scripts:
         runtime = Scripts(**{name: bound_script(client, name) for name in SCRIPT_NAMES})
         _scripts_of(client).runtime = runtime
     return runtime
+
+
+def all_script_names() -> tuple[str, ...]:
+    """Every script in ``taskscale/scripts`` (not its ``lib/``), sorted: the
+    runtime's, the admin and console readers', the controller's."""
+    folder = resources.files("taskscale") / "scripts"
+    return tuple(
+        sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".lua") and p.is_file())
+    )
+
+
+def script_file(name: str) -> str:
+    """``taskscale/scripts/<name>.lua`` as written (include lines unexpanded):
+    what its header says is read from here."""
+    return _read(f"{name}.lua")
+
+
+def exported_sources() -> dict[str, str]:
+    """Every script by name as Redis receives it (:func:`script_source`), for
+    ``taskscale scripts export`` (taskscale/contract.py): other languages load
+    exactly the text the runtime registers."""
+    return {name: script_source(name) for name in all_script_names()}

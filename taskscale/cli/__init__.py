@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, str] = {
     "catalog": "taskscale.cli.catalog",
     "dashboard": "taskscale.dashboard.server",
     "limits": "taskscale.cli.limits",
+    "scripts": "taskscale.cli.scripts",
     "crd": "taskscale.cli.crd",
     "controller": "taskscale.controller.cli",
     "demo": "taskscale.demo.run",

@@ -19,6 +19,8 @@
 -- ACTIVE_TASKS is never touched: a dead letter is not running.
 --
 -- Returns the number of records requeued or purged.
+--
+-- Errors: none
 
 local prefix, ttype, mode = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/clock.lua

@@ -18,6 +18,8 @@
 -- is never touched.
 --
 -- Returns 1 if the task was found (and moved or deleted), else 0.
+--
+-- Errors: none
 
 local prefix, ttype, mode, wanted = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --! include lib/clock.lua

@@ -17,6 +17,8 @@
 -- admin.forget_type(force=True) first empties the queues with admin_purge
 -- (which finishes fan-outs and releases unique keys), then calls this with
 -- "force" to delete what a producer added in between.
+--
+-- Errors: none
 
 local prefix, ttype, force = ARGV[1], ARGV[2], ARGV[3] == 'force'
 local queues = {}

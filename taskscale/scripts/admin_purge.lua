@@ -17,6 +17,8 @@
 -- tasks are not in these lists.
 --
 -- Returns the number of tasks deleted by this call.
+--
+-- Errors: none
 
 local prefix, ttype = ARGV[1], ARGV[2]
 local n = tonumber(ARGV[3]) or 1000

@@ -27,6 +27,8 @@
 -- Returns {"running", W} | {"queued", T} | {"delayed", T} | {"pending", F} |
 -- {"unknown", ""} (unknown: finished, never enqueued, or beyond the search
 -- limit).
+--
+-- Errors: none
 
 local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])

@@ -11,6 +11,8 @@
 --
 -- Returns 1 when the entry now holds the document with that digest, 0 when
 -- a refresh found no entry or another digest (the caller sends the document).
+--
+-- Errors: none
 
 local lease, digest, doc = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 if doc ~= '' then

@@ -34,6 +34,8 @@
 -- An envelope that does not decode, lacks an id, names another type or
 -- repeats an id W already holds goes to dead:T with the reason (under the
 -- cap of ARGV[4], like any dead letter).
+--
+-- Errors: none
 
 local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 --! include lib/clock.lua

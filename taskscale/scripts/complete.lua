@@ -18,6 +18,8 @@
 --
 -- Returns the number of tasks recorded.  Stats "active_underflow" counts
 -- decrements that would have taken ACTIVE_TASKS below 0 (it should stay 0).
+--
+-- Errors: none
 
 local prefix = ARGV[1]
 local n = tonumber(ARGV[2])

@@ -5,8 +5,8 @@
 -- oldest ready task has waited -- by lib/oldest_ready.lua, the rule the
 -- controller's observe.lua uses.
 --
--- KEYS[1..n]    each type's delayed zset (n = #ARGV - 3)
--- KEYS[n+1..]   the types' non-empty ready lists, type after type (ARGV says
+-- KEYS[1..]     each type's delayed zset (n of them, n = #ARGV - 3), then the
+--               types' non-empty ready lists, type after type (ARGV says
 --               how many are each type's)
 --
 -- ARGV[1]       now, unix ms on the Redis clock (the status's TIME)
@@ -16,6 +16,8 @@
 --
 -- Returns {due_soon[n], oldest[n]}: oldest[i] = ms the oldest ready task of
 -- type i has waited at ARGV[1], -1 when there is none.
+--
+-- Errors: none
 
 --! include lib/oldest_ready.lua
 

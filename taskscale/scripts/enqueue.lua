@@ -24,6 +24,15 @@
 -- position (1-based) and the id of the task that holds its unique key.  An
 -- invalid envelope is an error "ERR invalid envelope #i: reason" and nothing
 -- at all is written.
+--
+-- Errors: `invalid envelope #<i>: <n> bytes is over the limit of <ARGV[4]>`
+--         `invalid envelope #<i>: not a JSON object`
+--         `invalid envelope #<i>: "id" must be 1-128 characters of A-Z a-z 0-9 _ . -`
+--         `invalid envelope #<i>: "type" must be <T>`
+--         `invalid envelope #<i>: "priority" must be an integer 0-9`
+--         `invalid envelope #<i>: "unique_key" must be 1-200 characters of A-Z a-z 0-9 _ . - :`
+--         `invalid envelope #<i>: "unique_for_ms" must be a number >= 0`
+--         (<i> is the envelope's 1-based position among ARGV[5..]; nothing is written)
 
 local prefix, ttype = ARGV[1], ARGV[2]
 local delay = tonumber(ARGV[3]) or 0

@@ -29,6 +29,8 @@
 -- ARGV[13] dead: the traceback text kept in the record ("" = none)
 --
 -- Returns 1 if the failure was recorded, 0 if the task was not in flight.
+--
+-- Errors: none
 
 local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/clock.lua

@@ -20,6 +20,10 @@
 -- Returns {released now, position of the first added}, or an error reply:
 -- "FANOUT_UNKNOWN" (never opened, or expired), "FANOUT_CLOSED", or
 -- "FANOUT_MISMATCH" (KEYS[3] is not F's ready list).
+--
+-- Errors: `FANOUT_UNKNOWN no such fan-out (never opened, or expired)`
+--         `FANOUT_CLOSED the fan-out is closed: no more sub-tasks`
+--         `FANOUT_MISMATCH <KEYS[3]> is not the fan-out's ready list`
 
 local fkey, pending_key, queue_key = KEYS[1], KEYS[2], KEYS[3]
 local types_key, stats_key, wake_key = KEYS[4], KEYS[5], KEYS[6]

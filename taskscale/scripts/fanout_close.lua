@@ -14,6 +14,8 @@
 --
 -- Returns 1 if F is done (now or before), 0 if sub-tasks are still to
 -- finish, or an error reply "FANOUT_UNKNOWN".
+--
+-- Errors: `FANOUT_UNKNOWN no such fan-out (never opened, or expired)`
 
 local fkey, f = KEYS[1], ARGV[1]
 --! include lib/clock.lua

@@ -17,6 +17,8 @@
 -- ARGV[7]  result_ttl: seconds the collected results are kept once done
 --
 -- Returns 1, or an error reply "FANOUT_EXISTS" when F is already in use.
+--
+-- Errors: `FANOUT_EXISTS fan-out id <F> is already in use`
 
 local fkey, f = KEYS[1], ARGV[1]
 if redis.call('EXISTS', fkey) == 1 then

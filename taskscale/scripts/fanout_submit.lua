@@ -19,6 +19,8 @@
 --
 -- Returns the number of sub-tasks released now, or an error reply
 -- "FANOUT_EXISTS" when F is already in use.
+--
+-- Errors: `FANOUT_EXISTS fan-out id <F> is already in use`
 
 local fanout_key, pending_key, queue_key = KEYS[1], KEYS[2], KEYS[3]
 local types_key, stats_key, wake_key, done_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]

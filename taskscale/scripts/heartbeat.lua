@@ -11,6 +11,8 @@
 --
 -- Returns now (unix ms, Redis clock).  Sets "heartbeat_ms" to now and
 -- "started_ms" on the first heartbeat of a record.
+--
+-- Errors: none
 
 local worker, lease = ARGV[1], tonumber(ARGV[2])
 --! include lib/clock.lua

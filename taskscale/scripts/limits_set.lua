@@ -11,6 +11,8 @@
 -- full bucket) and a wake token is pushed on wake:T, so workers that wait for
 -- a token or a slot claim again at once under the new limits.
 -- Returns 1 if T had limits before, else 0.
+--
+-- Errors: `limits of <T> are not a JSON object`
 
 local prefix, ttype, spec = ARGV[1], ARGV[2], ARGV[3]
 local existed = redis.call('HEXISTS', KEYS[1], ttype)

@@ -14,13 +14,15 @@
 -- keys share the namespace's hash tag, so they live in KEYS[1]'s slot.
 --
 -- ARGV[1]        worker record key prefix (a record is ARGV[1] .. W)
--- ARGV[2], [3]   delayed zset template
--- ARGV[4], [5]   stats hash template
--- ARGV[6]        L, the number of ready-list templates (one per priority level,
---                any order: the default priority's first is cheapest), then L pairs
--- next           n, the number of types, then the n type names
--- next           m, the number of stats fields, then the m fields
--- next           k, the number of look-ahead windows, then k pairs
+-- ARGV[2]        delayed zset template: the text before the type name
+-- ARGV[3]        delayed zset template: the text after it
+-- ARGV[4]        stats hash template: before
+-- ARGV[5]        stats hash template: after
+-- ARGV[6..]      L, the number of ready-list templates (one per priority level,
+--                any order: the default priority's first is cheapest), then L pairs;
+--                next n, the number of types, then the n type names;
+--                next m, the number of stats fields, then the m fields;
+--                next k, the number of look-ahead windows, then k pairs
 --                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
@@ -34,6 +36,8 @@
 --                 how long the earliest due delayed task has been due; -1 when
 --                 there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none (empty without KEYS[5])
+--
+-- Errors: none
 
 --! include lib/clock.lua
 

@@ -14,6 +14,8 @@
 -- the most overdue task was; 0 if none was promoted).
 -- Each promoted envelope gets "due_ms" (its score) appended, so queue wait
 -- is measured from when it became due.
+--
+-- Errors: none
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 1000

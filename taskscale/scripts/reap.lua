@@ -14,6 +14,8 @@
 -- often instead of running it again (a poison pill that kills every worker).
 --
 -- Returns {workers reaped, tasks requeued, more (1 if the batch was full)}.
+--
+-- Errors: none
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 100

@@ -19,6 +19,8 @@
 -- ARGV[4..] task ids (with "some")
 --
 -- Returns the number of tasks returned to their queues.
+--
+-- Errors: none
 
 local prefix, worker, mode = ARGV[1], ARGV[2], ARGV[3]
 

@@ -13,7 +13,10 @@
 -- ARGV[5]  ms a scaler that stopped reporting stays listed (and its keys live)
 --
 -- Scalers whose last pass is older than ARGV[5] are dropped from KEYS[1]
--- (their keys expire by themselves).  Returns now (unix ms, Redis clock).
+-- (their keys expire by themselves).
+-- Returns now (unix ms, Redis clock).
+--
+-- Errors: none
 
 local scaler, keep = ARGV[1], tonumber(ARGV[5])
 --! include lib/clock.lua

@@ -23,6 +23,19 @@
 -- occurrence of the old definition.  A paused schedule stays paused.
 -- Returns {"created" | "updated" | "unchanged", rev}.  Invalid input is an
 -- error "ERR invalid schedule: reason" and nothing is written.
+--
+-- Errors: `invalid schedule: name must be 1-100 characters of A-Z a-z 0-9 _ . -`
+--         `invalid schedule: task type must be 1-128 characters of A-Z a-z 0-9 _ . -`
+--         `invalid schedule: the task template is not a JSON object`
+--         `invalid schedule: the task template's "type" must be <T>`
+--         `invalid schedule: "priority" must be an integer 0-9`
+--         `invalid schedule: the task template may not carry "<id|reply_to|fanout|unique_key>"`
+--         `invalid schedule: give exactly one of a cron expression and an interval`
+--         `invalid schedule: the interval must be a whole number of ms > 0`
+--         `invalid schedule: the cron expression or time zone is malformed`
+--         `invalid schedule: a time zone applies to cron schedules only`
+--         `invalid schedule: catch_up must be "0" or "1"`
+--         (nothing is written)
 
 local prefix, name, ttype, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local cron, every, tz, catch_up = ARGV[5], ARGV[6], ARGV[7], ARGV[8]

@@ -2,8 +2,8 @@
 -- delayed task, and advance the schedule to it -- only if no other scheduler
 -- did so first (compare-and-set on the occurrence the caller saw).
 --
--- A scheduler calls it when N's current occurrence is due (its score in
--- KEYS[1] <= now): it reads the definition, computes the following
+-- A scheduler calls it when N's current occurrence is due (its score in the
+-- schedules zset <= now): it reads the definition, computes the following
 -- occurrence in its own code (cron, time zone, catch-up) from the Redis
 -- clock, and passes what it saw.  Any number of schedulers may race: the
 -- first call moves next_ms on and every other one finds next_ms changed and
@@ -29,6 +29,8 @@
 --
 -- Returns {1, new next_ms} or {0, reason}: "missing", "moved" (another
 -- scheduler advanced it, or the definition changed), "paused", "error".
+--
+-- Errors: `schedule <N>: the next occurrence must be later than <ARGV[4]>`
 
 local prefix, name = ARGV[1], ARGV[2]
 local seen_rev, seen_next, new_next = ARGV[3], ARGV[4], tonumber(ARGV[5])

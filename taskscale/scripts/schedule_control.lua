@@ -15,6 +15,8 @@
 --
 -- Returns "missing", "done", or "unchanged" (pause of a paused schedule,
 -- resume of a running one).
+--
+-- Errors: `schedule_control: unknown mode <ARGV[3]>`
 
 local prefix, name, mode = ARGV[1], ARGV[2], ARGV[3]
 

@@ -8,8 +8,10 @@
 -- ARGV[1]  S (the scheduler id)
 -- ARGV[2]  lease in ms; 0 = S is stopping (removed)
 --
--- Expired members are dropped on every call.  Returns the number of live
--- schedulers after the call.
+-- Expired members are dropped on every call.
+-- Returns the number of live schedulers after the call.
+--
+-- Errors: none
 
 local id, lease = ARGV[1], tonumber(ARGV[2])
 --! include lib/clock.lua

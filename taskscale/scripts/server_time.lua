@@ -7,6 +7,8 @@
 --          node holding the namespace), e.g. {ns}:types
 --
 -- Returns {unix seconds, microseconds}, as TIME.
+--
+-- Errors: none
 
 --! include lib/clock.lua
 return clock

@@ -6,25 +6,25 @@
 --
 -- KEYS[1]  ACTIVE_TASKS hash (task name -> running)
 -- KEYS[2]  IDLE_SINCE hash (task name -> unix seconds)
--- KEYS[3]  kombu's unacked hash, when ARGV[1] > 0 (delivery tag ->
---          JSON [message, exchange, routing key])
--- then, per type in ARGV's order: its lists, its running-job zsets, its
--- scheduled-job zsets (counts in ARGV), and the stats hash of each of its
--- task names (T of them, in the order of the names);
--- then, when the tracked-process limit (below) is above 0: the tracking
--- protocol's process zset ({ns}:track:processes) and pod hash ({ns}:track:pods).
+-- KEYS[3..] kombu's unacked hash first, when ARGV[1] > 0 (delivery tag ->
+--          JSON [message, exchange, routing key]);
+--          then, per type in ARGV's order: its lists, its running-job zsets, its
+--          scheduled-job zsets (counts in ARGV), and the stats hash of each of its
+--          task names (T of them, in the order of the names);
+--          then, when the tracked-process limit (below) is above 0: the tracking
+--          protocol's process zset ({ns}:track:processes) and pod hash ({ns}:track:pods).
 --
 -- ARGV[1]  S, the most unacked entries to read (0: no KEYS[3]).  A larger
 --          hash is sampled: S entries (HRANDFIELD), each routing key's count
 --          scaled by size / S -- an estimate that bounds the time the script
 --          holds Redis (every entry is a whole message, kilobytes).
--- ARGV[2]  n, the number of types; then per type:
+-- ARGV[2..] n, the number of types; then per type:
 --          L, S, D (lists, running zsets, scheduled zsets: the next L+S+D KEYS),
 --          lead ms (look-ahead window of the scheduled zsets),
 --          R then R routing keys (its unacked messages are counted),
 --          T then T task names (ACTIVE_TASKS / IDLE_SINCE fields; their
 --          stats hashes are the type's last T KEYS)
--- then     P, the most tracked processes to read (0: none), and the key
+--          then P, the most tracked processes to read (0: none), and the key
 --          prefix "{ns}:" of their in-flight hashes (prefix .. "track:inflight:" .. X)
 --
 -- Zset scores are unix seconds (RQ's registries).
@@ -38,6 +38,8 @@
 -- and processes: {X, pod (X when none is recorded), {task names it runs now}}
 -- for every tracked process X whose lease is live and that runs a task (at
 -- most P live processes are looked at, soonest-expiring lease first).
+--
+-- Errors: none
 
 --! include lib/clock.lua
 local now_s = tonumber(clock[1]) + tonumber(clock[2]) / 1e6  -- RQ's scores are unix seconds

@@ -24,6 +24,8 @@
 --   {"dead", T, "", dead-letter record JSON}
 --   {"done", "", "", reply JSON}
 --   {"unknown", "", examined, ""}    {"limit", "", examined, ""} (scan cut short)
+--
+-- Errors: none
 
 local prefix, id, only = ARGV[1], ARGV[2], ARGV[3]
 local limit = tonumber(ARGV[4]) or 200000

@@ -18,6 +18,8 @@
 -- ARGV[5]  P's pod (POD_NAME, else its host name), recorded in KEYS[5]
 --
 -- Returns 1 if X was counted, 0 if P had already counted X (a repeated call).
+--
+-- Errors: none
 
 --! inline lib/clock.lua
 -- The Redis clock, read once by every script that needs the time (inlined by

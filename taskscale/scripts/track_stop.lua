@@ -17,6 +17,8 @@
 -- Returns 1 if X was counted down, 0 if it was not counted for P.  Stats
 -- "active_underflow" counts decrements that would have gone below 0, as in
 -- complete.lua (with record-keeping callers it stays 0).
+--
+-- Errors: none
 
 local id, ttype = ARGV[1], ARGV[2]
 if id ~= '' and redis.call('HDEL', KEYS[3], id) == 0 then

@@ -22,11 +22,13 @@
 -- ARGV[2]  P ("" = reap only)
 -- ARGV[3]  P's lease in ms; 0 or less = P leaves
 -- ARGV[4]  most expired processes to reap in this call
--- ARGV[5]  with KEYS[4] only: P's pod (POD_NAME, else its host name; "" = none)
--- then     pairs X, T: the tasks P runs now (from ARGV[6] with KEYS[4], from
+-- ARGV[5..] with KEYS[4]: P's pod (POD_NAME, else its host name; "" = none),
+--          then pairs X, T: the tasks P runs now (from ARGV[6] with KEYS[4], from
 --          ARGV[5] without it -- the layout of callers older than the pod)
 --
 -- Returns {tasks counted up, tasks counted down, processes reaped}.
+--
+-- Errors: none
 
 local prefix, me = ARGV[1], ARGV[2]
 local pods, pod, first = prefix .. 'track:pods', '', 5

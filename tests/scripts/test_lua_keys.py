@@ -20,6 +20,7 @@ import pytest
 
 from taskscale.keys import KEY_SHAPES, Keys
 from taskscale.luascripts import expand_includes, script_source
+from taskscale.script_headers import header
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "taskscale" / "scripts"
 NAMES = sorted(p.stem for p in SCRIPTS.glob("*.lua"))
@@ -360,14 +361,11 @@ def test_comments_name_keys_keys_py_has() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_header_names_every_keys_and_argv_a_script_reads(name: str) -> None:
     raw = (SCRIPTS / f"{name}.lua").read_text()
-    header = "\n".join(line for line in raw.splitlines() if line.startswith("--"))
-    keys_doc = {int(i) for i in re.findall(r"^--\s+KEYS\[(\d+)\]", header, re.M)}
-    argv_doc = re.findall(r"^--\s+ARGV\[(\d+)(\s*\.\.\s*)?\]", header, re.M)
-    fixed = {int(i) for i, more in argv_doc if not more}
-    open_from = min((int(i) for i, more in argv_doc if more), default=None)
+    doc = header(name)  # the header as the manifest and docs/schema.md read it
     code = " ".join(t.text for t in tokens(expand_includes(raw)))
-    for index in {int(i) for i in re.findall(r"KEYS \[ (\d+) \]", code)}:
-        assert index in keys_doc, f"{name}.lua reads KEYS[{index}], not in its header"
-    for index in {int(i) for i in re.findall(r"ARGV \[ (\d+) \]", code)}:
-        covered = index in fixed or (open_from is not None and index >= open_from)
-        assert covered, f"{name}.lua reads ARGV[{index}], not in its header"
+    for kind, slots in (("KEYS", doc.keys), ("ARGV", doc.argv)):
+        fixed = {s.index for s in slots if not s.variadic}
+        open_from = min((s.index for s in slots if s.variadic), default=None)
+        for index in {int(i) for i in re.findall(kind + r" \[ (\d+) \]", code)}:
+            covered = index in fixed or (open_from is not None and index >= open_from)
+            assert covered, f"{name}.lua reads {kind}[{index}], not in its header"
