@@ -31,7 +31,6 @@ FLEET_TASKS = Path(__file__).resolve().parent / "node" / "fleet_tasks.js"
 def test_a_mixed_fleet_under_kill_9_loses_nothing_and_keeps_active_tasks_exact(
     redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
 ) -> None:
-    producer.enqueue_many("mark", [Call((n, RUN_S)) for n in range(TASKS)])
     lease = {"lease": 1.5, "heartbeat": 0.3}
     python = [
         start_worker(redis_url, types="mark", imports=("fleet_tasks",), threads=4, **lease)
@@ -43,6 +42,8 @@ def test_a_mixed_fleet_under_kill_9_loses_nothing_and_keeps_active_tasks_exact(
     ]
     victims: list[subprocess.Popen[bytes]] = [python[0], typescript[0]]
     try:
+        wait_until(lambda: r.zcard(keys.workers) == 4, timeout=30, what="4 workers registered")
+        producer.enqueue_many("mark", [Call((n, RUN_S)) for n in range(TASKS)])
         with running_scheduler(redis_url, max_sleep_s=0.1):  # the reaper
             wait_until(lambda: r.llen(FINISHED) >= TASKS // 4, timeout=30, what="a quarter done")
             for victim in victims:
