@@ -282,6 +282,8 @@ export class Worker {
     if (this.flushing !== null) return;
     this.flushing = (async () => {
       let failures = 0;
+      // the tasks that finish in this turn of the event loop go in the same call
+      await new Promise<void>((resolve) => setImmediate(resolve));
       while (this.outbox.length) {
         const batch = this.outbox.splice(0, 512);
         for (;;) {
