@@ -180,7 +180,8 @@ export class Worker {
       if (free <= 0) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, 1000);
-          this.wakeFreed = () => { clearTimeout(timer); resolve(); };
+          // claim once the tasks finishing in this turn of the event loop have all freed their slots
+          this.wakeFreed = () => { clearTimeout(timer); setImmediate(resolve); };
         });
         this.wakeFreed = null;
         continue;
