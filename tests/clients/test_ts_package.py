@@ -106,3 +106,19 @@ def test_the_backoff_is_python_s_without_jitter(redis_url: str, fields: dict[str
     policy = RetryPolicy(jitter=0.0)
     want = [policy.for_task(resolve(fields, None), a) for a in attempts]
     assert run_node(redis_url, "backoff", {"fields": fields, "attempts": attempts}) == want
+
+
+def test_the_documented_examples_type_check_and_the_types_catch_mistakes() -> None:
+    # clients/typescript/typecheck/usage.ts holds docs/clients.md's examples and,
+    # marked @ts-expect-error, calls with wrong arguments: an unused marker fails too
+    built_client()
+    assert NODE is not None
+    tsc = CLIENT / "node_modules" / "typescript" / "bin" / "tsc"
+    out = subprocess.run(
+        [NODE, str(tsc), "-p", str(CLIENT / "typecheck" / "tsconfig.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "@ts-expect-error" in (CLIENT / "typecheck" / "usage.ts").read_text()
