@@ -122,3 +122,25 @@ def test_the_documented_examples_type_check_and_the_types_catch_mistakes() -> No
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "@ts-expect-error" in (CLIENT / "typecheck" / "usage.ts").read_text()
+
+
+def test_the_client_speaks_the_exported_schema_version_and_refuses_another(tmp_path: Path) -> None:
+    from taskscale.contract import SCHEMA_VERSION
+
+    dist = built_client()
+    assert NODE is not None
+    probe = f"console.log(require({json.dumps(str(dist))}).SCHEMA_VERSION)"
+    out = subprocess.run([NODE, "-e", probe], capture_output=True, text=True, timeout=30)
+    assert (
+        int(out.stdout)
+        == SCHEMA_VERSION
+        == json.loads((LUA / "manifest.json").read_text())["schema_version"]
+    )
+    for item in LUA.iterdir():
+        (tmp_path / item.name).write_bytes(item.read_bytes())
+    doc = json.loads((tmp_path / "manifest.json").read_text())
+    doc["schema_version"] = SCHEMA_VERSION + 1
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    refused = f"require({json.dumps(str(dist))}).manifest({json.dumps(str(tmp_path))})"
+    out = subprocess.run([NODE, "-e", refused], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and f"schema version {SCHEMA_VERSION + 1}" in out.stderr

@@ -89,6 +89,7 @@ export class Worker {
   private catalogDigest = "";
 
   constructor(private readonly registry: TaskRegistry<any>, settings: WorkerSettings = {}) {
+    this.ownsRedis = settings.redis === undefined;
     this.redis = settings.redis ?? connect(settings.url);
     this.blocker = this.redis.duplicate({ enableAutoPipelining: false });
     this.keys = new Keys(settings.namespace);
@@ -117,6 +118,7 @@ export class Worker {
     this.version = settings.version ?? null;
   }
   private readonly version: string | null;
+  private readonly ownsRedis: boolean;
 
   /** Tasks running now. */
   get running(): number {
@@ -161,7 +163,7 @@ export class Worker {
     const moved = await this.finalRequeue();
     this.log(`stopped; ${moved} unfinished task(s) returned to their queues`);
     this.blocker.disconnect();
-    await this.redis.quit().catch(() => undefined);
+    if (this.ownsRedis) await this.redis.quit().catch(() => undefined);
     return this.exitCode;
   }
 
