@@ -219,3 +219,40 @@ def test_a_running_task_sees_its_cancellation(
         wait_until(lambda: stat(r, keys, "watch", "completed") == 1, timeout=15, what="done")
     finally:
         stop_ts(worker)
+
+
+def test_fanouts_from_python_are_served_and_collected_by_the_typescript_worker(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    from taskscale.fanout import submit_fanout
+    from taskscale.fanout_stream import StreamSettings, open_fanout
+    from taskscale.rpc import call_async
+
+    worker = start_ts_worker(redis_url, "echo,fail", concurrency=3)
+    try:
+        handle = submit_fanout(r, "echo", [[i] for i in range(7)], limit=2, keys=keys)
+        assert handle.wait(20).succeeded == 7
+        stream = open_fanout(r, "echo", limit=2, collect=True, keys=keys)
+        stream.add([[0], {"k": 1}])
+        stream.add([[2]])
+        stream.close()
+        results = stream.wait(20, collect=True).results
+        assert results is not None
+        assert [s.result for s in results] == [
+            {"args": [0], "kwargs": {}},
+            {"args": [], "kwargs": {"k": 1}},
+            {"args": [2], "kwargs": {}},
+        ]
+        once = StreamSettings(options=TaskOptions(max_retries=0))
+        failing = open_fanout(r, "fail", limit=1, collect=True, keys=keys, settings=once)
+        failing.add([["x"]])
+        failing.close()
+        [bad] = failing.wait(20, collect=True).results or ()
+        assert (bad.ok, bad.error_type, bad.error) == (False, "ExampleFailure", "x")
+        rpc = call_async(r, "echo", 5, options=CallOptions(reply_ttl_s=77), keys=keys)
+        wait_until(lambda: r.exists(keys.reply(rpc.id)), timeout=10, what="the reply")
+        assert 70 <= r.ttl(keys.reply(rpc.id)) <= 77  # the caller's result TTL
+        assert rpc.get(5) == {"args": [5], "kwargs": {}}
+    finally:
+        stop_ts(worker)
+    assert active(r, keys, "echo") == 0 and active(r, keys, "fail") == 0
