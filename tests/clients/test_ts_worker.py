@@ -256,3 +256,32 @@ def test_fanouts_from_python_are_served_and_collected_by_the_typescript_worker(
     finally:
         stop_ts(worker)
     assert active(r, keys, "echo") == 0 and active(r, keys, "fail") == 0
+
+
+def test_a_stalled_worker_loses_its_lease_its_task_comes_back_and_it_registers_again(
+    redis_url: str, r: redis.Redis, keys: Keys, producer: Producer
+) -> None:
+    worker = start_ts_worker(redis_url, "sleep", concurrency=1, lease=1.5, heartbeat=0.3)
+    try:
+        with running_scheduler(redis_url, max_sleep_s=0.1):  # the reaper
+            wait_until(lambda: r.zcard(keys.workers) == 1, timeout=15, what="registered")
+            [wid] = worker_ids(r, keys)
+            lease_left = r.zscore(keys.workers, wid) - server_time(r, keys).ms
+            assert 0 < lease_left <= 1500 and 0 < r.pttl(keys.worker(wid)) <= 1500
+            producer.enqueue("sleep", 1.0)
+            wait_until(lambda: active(r, keys, "sleep") == 1, timeout=15, what="running")
+            worker.send_signal(signal.SIGSTOP)  # a stall past the lease (a GC pause, a frozen VM)
+            try:
+                wait_until(
+                    lambda: stat(r, keys, "sleep", "requeued") == 1, timeout=15, what="reaped"
+                )
+                assert r.zcard(keys.workers) == 0 and active(r, keys, "sleep") == 0
+            finally:
+                worker.send_signal(signal.SIGCONT)
+            wait_until(lambda: stat(r, keys, "sleep", "completed") == 1, timeout=20, what="rerun")
+            assert worker_ids(r, keys) == [wid]  # the same worker, registered again
+    finally:
+        log = stop_ts(worker)
+    assert stat(r, keys, "sleep", "claimed") == 2 and stat(r, keys, "sleep", "completed") == 1
+    assert active(r, keys, "sleep") == 0 and stat(r, keys, "sleep", "active_underflow") == 0
+    assert worker.returncode == 0, log
