@@ -100,3 +100,4 @@ def test_the_local_pool_scales_typescript_workers_from_zero_and_back(
     finally:
         reconciler.stop()
         thread.join(10)
+        reconciler.close()  # its demand listener too
