@@ -72,6 +72,36 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
+# The TypeScript client (clients/typescript) its tests run: Debian's nodejs
+# and npm only where node is missing; the package's locked npm dependencies
+# (npm ci, cache under ~/.cache/taskscale/npm), then the Lua scripts exported
+# into it (`taskscale scripts export`: never a hand copy) and the tsc build.
+# Each step is skipped while its stamp (the lockfile; the sources and
+# scripts) is unchanged.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing nodejs npm (apt)"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
+fi
+ts=clients/typescript
+deps_stamp=$ts/node_modules/.taskscale-lock
+want=$(sha256sum "$ts/package-lock.json" | cut -c1-16)
+if [[ ! -f $deps_stamp || $(cat "$deps_stamp") != "$want" ]]; then
+  echo "setup: npm ci in $ts"
+  (cd "$ts" && npm ci --cache "$HOME/.cache/taskscale/npm" --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "$want" > "$deps_stamp"
+fi
+build_stamp=$ts/dist/.taskscale-build
+want=$(cat "$ts/package-lock.json" "$ts/tsconfig.json" "$ts"/src/*.ts taskscale/scripts/*.lua \
+  taskscale/scripts/lib/*.lua taskscale/contract.py taskscale/luascripts.py | sha256sum | cut -c1-16)
+if [[ ! -f $build_stamp || $(cat "$build_stamp") != "$want" || ! -f $ts/lua/manifest.json ]]; then
+  echo "setup: building $ts (scripts export, tsc)"
+  rm -rf "$ts/lua"
+  .venv/bin/taskscale scripts export "$ts/lua" >/dev/null
+  (cd "$ts" && node node_modules/typescript/bin/tsc -p tsconfig.json)
+  echo "$want" > "$build_stamp"
+fi
+
 if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
   if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
     bash e2e/cluster/build.sh --with-node
