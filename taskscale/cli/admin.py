@@ -119,7 +119,7 @@ def _dead_list(args: argparse.Namespace) -> int:
     for d in letters:
         call = json.dumps([d.fields.get("args", []), d.fields.get("kwargs", {})])
         print(f"{d.task_id or '(undecodable)'}  {_when(d.failed_ms)}  {d.error}")
-        print(f"    args/kwargs {call[:200]}  attempts {d.fields.get('attempts', 0)}")
+        print(f"    args/kwargs {call[:200]}  retries {d.fields.get('attempts', 0)}")
         for line in d.traceback.splitlines()[-6:]:
             print(f"    | {line}")
     print(f"{len(letters)} of {total} dead letter(s) of {args.type} shown")
@@ -146,7 +146,7 @@ def _dead_op(args: argparse.Namespace) -> int:
 def _delayed_list(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
     for d in admin.delayed_list(client, keys, args.type, count=args.count):
-        print(f"{d.task_id}  due {_when(d.due_ms)}  attempts {d.fields.get('attempts', 0)}")
+        print(f"{d.task_id}  due {_when(d.due_ms)}  retries {d.fields.get('attempts', 0)}")
     return 0
 
 
