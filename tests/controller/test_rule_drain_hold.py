@@ -30,7 +30,7 @@ def test_a_backlog_the_ready_threads_clear_in_time_holds_the_replicas() -> None:
     held = stabilization.apply(facts(observation(workers(2)), POLICY, current=2), up(30))
     assert (held.replicas, held.code) == (2, ReasonCode.STABILIZING)
     assert held.why == (
-        "the sizing; held at 2: 8 ready threads clear the backlog in 3.8 s, "
+        "the sizing; held at 2: their 8 threads clear the backlog in 3.8 s, "
         "before a new pod could start (5 s)"
     )
     # free threads take their share first: 34 queued, 4 of 8 threads free -> 3.75 s
@@ -54,11 +54,26 @@ def test_no_hold_when_arrivals_alone_need_more_or_nothing_is_known() -> None:
     for name, given in cases.items():
         assert stabilization.apply(facts(obs, POLICY, **two), given) is given, name
     given = up(10)
-    assert stabilization.apply(facts(observation(), POLICY, **two), given) is given, "no worker"
     assert stabilization.apply(facts(obs, POLICY, current=0), given) is given, "from zero"
     assert stabilization.apply(facts(None, POLICY, **two), given) is given, "Redis unread"
     queue_wait = given.to(5, ReasonCode.QUEUE_WAIT, "the oldest task waits")
     assert stabilization.apply(facts(obs, POLICY, **two), queue_wait) is queue_wait
+
+
+def test_pods_still_starting_count_at_tasks_per_replica() -> None:
+    # 4 replicas, 2 of them ready (8 threads, busy): 16 threads once all are up
+    # 60 queued x 1 s / 16 = 3.75 s: held; with only the ready 8 it would be 7.5 s
+    held = stabilization.apply(facts(observation(workers(2)), POLICY, current=4), up(60))
+    assert held.replicas == 4 and "their 16 threads clear the backlog in 3.8 s" in held.why
+    given = up(61 + 8)  # 69 x 1 s / 16 = 4.3 s: still held; 90 is not
+    assert (
+        stabilization.apply(facts(observation(workers(2)), POLICY, current=4), given).replicas == 4
+    )
+    given = up(90)
+    assert stabilization.apply(facts(observation(workers(2)), POLICY, current=4), given) is given
+    # no pod ready yet: the starting ones alone
+    held = stabilization.apply(facts(observation(), POLICY, current=2), up(10))
+    assert held.replicas == 2 and "their 8 threads" in held.why
 
 
 def test_the_scale_up_window_applies_first_then_the_hold() -> None:

@@ -14,10 +14,12 @@ thread asks for a pod that starts after the queue is gone, idles through the
 scale-down window and is removed -- a down-then-up flap, a pod start for
 nothing.  So a scale-up is held at the current replicas while (1) the
 arrivals the rate floor measured fit the current replicas, and (2) the
-ready workers' threads clear the backlog beyond their free threads (queued,
-due and upcoming tasks, at the longest mean service time seen) within a quarter
+current replicas' threads (the ready workers', a starting pod's counted at
+``tasksPerReplica``) clear the backlog beyond the free threads (queued, due
+and upcoming tasks, at the longest mean service time seen) within a quarter
 of the warm-up lead (:data:`DRAIN_SHARE`) -- the lead is pod start-up plus a
-margin, so a pod asked for now would not be ready before that.  A scale from zero, a scale-up the
+margin, so a pod asked for now would be ready only after that, and after
+the pods already starting.  A scale from zero, a scale-up the
 queue-wait rule asked for, and a pass with no service time measured yet are
 never held.
 """
@@ -61,24 +63,27 @@ def apply(facts: Facts, step: Step) -> Step:
 
 
 def _drain_hold(facts: Facts, step: Step) -> Step:
-    """Hold a scale-up the ready workers make pointless (module docstring)."""
+    """Hold a scale-up the current replicas make pointless (module docstring)."""
     sizing, current, obs = step.sizing, facts.current, facts.observation
     if sizing is None or obs is None or current == 0 or step.code == ReasonCode.QUEUE_WAIT:
         return step
     if ceil_div(sizing.busy_rate, facts.policy.tasks_per_replica) > current:
         return step  # the arrivals alone need more replicas
     service_s = max((v for k, v in sizing.details.items() if k.startswith(_SERVICE)), default=0.0)
-    threads = sum(w.threads for w in obs.workers)
+    ready = sum(w.threads for w in obs.workers)
+    # the pods still starting count at tasksPerReplica: a pod asked for now
+    # would be ready after them
+    threads = max(ready, current * facts.policy.tasks_per_replica)
     if service_s <= 0 or threads <= 0:
         return step
-    free = threads - sum(w.busy for w in obs.workers)
+    free = ready - sum(w.busy for w in obs.workers)
     backlog = max(0, sizing.queued + sizing.due + sizing.upcoming - free)
     drain_s = backlog * service_s / threads
     lead_s = DRAIN_SHARE * facts.policy.warmup_lead_s
     if drain_s > lead_s:
         return step
     why = (
-        f"{step.why}; held at {current}: {threads} ready threads clear the backlog "
+        f"{step.why}; held at {current}: their {threads} threads clear the backlog "
         f"in {drain_s:.1f} s, before a new pod could start ({lead_s:g} s)"
     )
     return step.to(current, ReasonCode.STABILIZING, why)
