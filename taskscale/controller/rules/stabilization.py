@@ -27,7 +27,7 @@ never held.
 from __future__ import annotations
 
 from taskscale.controller.rules.base import Facts, Step, ceil_div
-from taskscale.controller.types import ReasonCode
+from taskscale.controller.types import ReasonCode, busy_by_pod
 
 #: The share of the warm-up lead the ready workers may take to clear a backlog
 #: before a scale-up is asked for (bench/simulate.py: 0.25 kept every p99 wait;
@@ -76,7 +76,7 @@ def _drain_hold(facts: Facts, step: Step) -> Step:
     threads = max(ready, current * facts.policy.tasks_per_replica)
     if service_s <= 0 or threads <= 0:
         return step
-    free = ready - sum(w.busy for w in obs.workers)
+    free = ready - sum(busy_by_pod(obs.workers).values())
     backlog = max(0, sizing.queued + sizing.due + sizing.upcoming - free)
     drain_s = backlog * service_s / threads
     lead_s = DRAIN_SHARE * facts.policy.warmup_lead_s
