@@ -76,6 +76,16 @@ def test_pods_still_starting_count_at_tasks_per_replica() -> None:
     assert held.replicas == 2 and "their 8 threads" in held.why
 
 
+def test_a_starting_pod_counts_as_the_ready_ones_not_an_overstated_tasks_per_replica() -> None:
+    overstated = policy(warmup_lead_s=20.0, tasks_per_replica=16)
+    # 2 ready pods of 4 threads, 4 replicas: 16 threads (not 8 + 2 x 16 = 40)
+    obs = observation(workers(2))
+    given = up(81, busy_rate=4.0)  # 81 x 1 s / 16 = 5.06 s: not held
+    assert stabilization.apply(facts(obs, overstated, current=4), given) is given
+    held = stabilization.apply(facts(obs, overstated, current=4), up(80))
+    assert held.replicas == 4 and "their 16 threads" in held.why
+
+
 def test_the_scale_up_window_applies_first_then_the_hold() -> None:
     from taskscale.controller.history import History
     from taskscale.controller.types import Decision

@@ -14,14 +14,15 @@ thread asks for a pod that starts after the queue is gone, idles through the
 scale-down window and is removed -- a down-then-up flap, a pod start for
 nothing.  So a scale-up is held at the current replicas while (1) the
 arrivals the rate floor measured fit the current replicas, and (2) the
-current replicas' threads (the ready workers', a starting pod's counted at
-``tasksPerReplica``) clear the backlog beyond the free threads (queued, due
-and upcoming tasks, at the longest mean service time seen) within a quarter
-of the warm-up lead (:data:`DRAIN_SHARE`) -- the lead is pod start-up plus a
-margin, so a pod asked for now would be ready only after that, and after
-the pods already starting.  A scale from zero, a scale-up the
-queue-wait rule asked for, and a pass with no service time measured yet are
-never held.
+current replicas' threads clear the backlog beyond the free threads
+(queued, due and upcoming tasks, at the longest mean service time seen)
+within a quarter of the warm-up lead (:data:`DRAIN_SHARE`) -- the lead is
+pod start-up plus a margin, so a pod asked for now would be ready only after
+that, and after the pods already starting.  The threads are the ready
+workers'; a pod still starting counts as the ready ones do on average (at
+``tasksPerReplica`` while none is ready: an overstated one must not hold
+scale-ups for long).  A scale from zero, a scale-up the queue-wait rule
+asked for, and a pass with no service time measured yet are never held.
 """
 
 from __future__ import annotations
@@ -70,20 +71,23 @@ def _drain_hold(facts: Facts, step: Step) -> Step:
     if ceil_div(sizing.busy_rate, facts.policy.tasks_per_replica) > current:
         return step  # the arrivals alone need more replicas
     service_s = max((v for k, v in sizing.details.items() if k.startswith(_SERVICE)), default=0.0)
+    busy = busy_by_pod(obs.workers)
     ready = sum(w.threads for w in obs.workers)
-    # the pods still starting count at tasksPerReplica: a pod asked for now
-    # would be ready after them
-    threads = max(ready, current * facts.policy.tasks_per_replica)
+    # a pod still starting counts as the ready ones do (tasksPerReplica while
+    # none is ready: an overstated one must not hold a scale-up); a pod
+    # asked for now would be ready after them
+    per_pod = ready / len(busy) if busy else facts.policy.tasks_per_replica
+    threads = ready + max(0, current - len(busy)) * per_pod
     if service_s <= 0 or threads <= 0:
         return step
-    free = ready - sum(busy_by_pod(obs.workers).values())
+    free = ready - sum(busy.values())
     backlog = max(0, sizing.queued + sizing.due + sizing.upcoming - free)
     drain_s = backlog * service_s / threads
     lead_s = DRAIN_SHARE * facts.policy.warmup_lead_s
     if drain_s > lead_s:
         return step
     why = (
-        f"{step.why}; held at {current}: their {threads} threads clear the backlog "
+        f"{step.why}; held at {current}: their {threads:g} threads clear the backlog "
         f"in {drain_s:.1f} s, before a new pod could start ({lead_s:g} s)"
     )
     return step.to(current, ReasonCode.STABILIZING, why)
