@@ -40,6 +40,8 @@ class TaskscaleScaler:
         self.decisions = 0
         self.decide_seconds = 0.0  #: wall time inside decide(), for the report
         self.reasons: dict[str, int] = {code: 0 for code in ReasonCode.ALL}
+        #: every replica change: (time, from, to) -- bench/sim_flaps.py counts reversals
+        self.changes: list[tuple[float, int, int]] = []
 
     def tick(self, world: World, t: float) -> None:
         woken = world.demand_signal and world.replicas == 0
@@ -56,6 +58,7 @@ class TaskscaleScaler:
         self.decisions += 1
         self.reasons[decision.reason_code] += 1
         if decision.desired != world.replicas:
+            self.changes.append((t, world.replicas, decision.desired))
             world.scale_to(decision.desired, t, idle_first=True)
 
 

@@ -403,7 +403,7 @@ STAT_FIELDS = (
     "dead_requeued",  # dead letters an operator requeued (admin)
     "dead_purged",  # dead letters an operator deleted (admin)
     "purged",  # ready or delayed tasks an operator deleted (admin)
-    "cancelled",  # queued or delayed tasks removed by taskscale.cancel (or a schedule's
-    # pending occurrence withdrawn by pause, remove or a changed definition)
+    "cancelled",  # queued or delayed tasks removed by taskscale.cancel
+    "withdrawn",  # a schedule's pending occurrence withdrawn by pause, remove or a new definition
     "unique_hits",  # enqueues skipped because their unique key was held (the holder's id returned)
 )

@@ -38,7 +38,13 @@ from taskscale.text import as_text
 #: Tokens a rate bucket holds unless told (``set_limits``, ``taskscale limits set``).
 DEFAULT_BURST = 1
 
-_UNITS_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+#: Every spelling of a period's unit :func:`parse_rate` reads (singular and plural).
+_UNITS_S = {
+    **dict.fromkeys(("ms", "msec", "millisecond", "milliseconds"), 0.001),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0),
+}
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
 
 
@@ -94,11 +100,16 @@ class TypeLimits:
 
 
 def parse_rate(text: str) -> tuple[int, float]:
-    """``"100/s"`` -> (100, 1.0); also ``10/min``, ``5/2s``, ``3/500ms``, ``1000/h``."""
+    """``"100/s"`` -> (100, 1.0); also ``10/min``, ``5/2s``, ``3/500ms``,
+    ``100/hour``: the one reader of a rate (``taskscale limits set --rate``,
+    ``set_limits``, ``taskscale demo --rate``).  Units: ms, s / sec / second,
+    m / min / minute, h / hr / hour (and their plurals), any case."""
     match = _RATE_RE.match(text.lower())
     unit = _UNITS_S.get(match.group(3)) if match else None
     if match is None or unit is None:
-        raise ValueError(f"invalid rate {text!r}: use N/UNIT, e.g. 100/s, 10/min, 5/2s, 3/500ms")
+        raise ValueError(
+            f"invalid rate {text!r}: use N/UNIT, e.g. 100/s, 10/min, 100/hour, 5/2s, 3/500ms"
+        )
     period = float(match.group(2) or 1) * unit
     count = int(match.group(1))
     if count < 1 or not math.isfinite(period) or period < 0.001:

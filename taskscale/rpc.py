@@ -17,6 +17,9 @@ A remote exception is raised locally as :class:`RemoteError` carrying the
 remote type and message; no answer in time is :class:`TaskTimeout`, whose
 message says what the task is waiting for (no live worker serves its type,
 still queued behind others, running, a delayed retry with no scheduler).
+A call keeps the task's retries (``CallOptions.max_retries`` None) and gets
+one reply, from the attempt that succeeded or the last that failed;
+``CallOptions(max_retries=0)`` makes the first error the reply.
 
 The task of a timed-out call stays queued, as a Celery ``AsyncResult.get``
 timeout leaves its task: with an autoscaler the worker may be one
@@ -97,18 +100,24 @@ class CallOptions:
     #: leaves it to the task's ``@task(result_ttl=...)``, else the runtime's
     #: (the option ``result_ttl``: taskscale.options).
     reply_ttl_s: int | None = None
-    #: Retries before the error is the reply; a blocked caller usually wants
-    #: the error now rather than after the backoff schedule.
-    max_retries: int = 0
+    #: Retries before the error is the reply.  None (the default): the task's
+    #: own, as for any enqueue -- ``task_options.max_retries``, else its
+    #: ``@task(max_retries=...)``, else the worker's (3) -- so a task that
+    #: fails once and then succeeds answers with its result, after its
+    #: backoff (a retry is promoted by a ``taskscale scheduler``).  0: the
+    #: first error is the reply, at once.  Either way the call gets one reply.
+    max_retries: int | None = None
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-    #: Other options of this task (timeout, backoff...); ``max_retries`` and
-    #: ``reply_ttl_s`` above win over theirs.
+    #: Other options of this task (timeout, backoff...); ``max_retries`` (when
+    #: not None) and ``reply_ttl_s`` above win over theirs.
     task_options: TaskOptions | None = None
     #: Raise :class:`NoLiveWorker` instead of enqueueing when no live worker
     #: serves the type (off by default: an autoscaled type may be at zero).
     require_worker: bool = False
 
     def __post_init__(self) -> None:
+        if self.max_retries is not None:
+            OPTION["max_retries"].check("max_retries", self.max_retries)
         if self.reply_ttl_s is not None:  # the task option result_ttl, set per call
             OPTION["result_ttl"].check("reply_ttl_s", self.reply_ttl_s)
         if self.task_options is not None and not isinstance(self.task_options, TaskOptions):
@@ -263,6 +272,11 @@ def call(
     (its message says why: e.g. no live worker serves the type), and
     :class:`NoLiveWorker` without enqueueing if ``options.require_worker`` and
     no live worker serves the type.
+
+    Retries: the task's own (``CallOptions.max_retries`` None, the default),
+    so the reply is the result of the attempt that succeeded or the error of
+    the last; ``options=CallOptions(max_retries=0)`` makes the first error
+    the reply at once.  Keep ``timeout`` above the retries' backoff.
     """
     handle = call_async(client, task_type, *args, options=options, keys=keys, **kwargs)
     return handle.get(timeout)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+from taskscale.durations import span
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import TypeLimits, parse_limits
 from taskscale.redis_urls import RedisClient
@@ -278,15 +279,9 @@ def pods_of(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def ago(seconds: float | None) -> str:
-    """A duration as a person reads it: ``4.2s``, ``3.5m``, ``2.0h``; ``never`` for None."""
-    if seconds is None:
-        return "never"
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.1f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
+    """A time since (:func:`durations.span`: ``4.2s``, ``3m30s``, ``2h00m``);
+    ``never`` for None."""
+    return "never" if seconds is None else span(seconds)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

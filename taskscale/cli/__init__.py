@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -86,4 +87,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    return int(func(args))
+    try:
+        code = int(func(args))
+        sys.stdout.flush()  # here, not at exit: a closed pipe is seen below
+    except BrokenPipeError:
+        return _reader_gone()
+    return code
+
+
+#: The exit code of a command whose reader went away (``| head``): 128 + SIGPIPE,
+#: what a shell reports for a command a closed pipe stopped.
+BROKEN_PIPE_EXIT = 141
+
+
+def _reader_gone() -> int:
+    """``taskscale status --json | head``: the reader closed the pipe.  Stop
+    quietly (no traceback): point stdout at /dev/null so the interpreter's
+    last flush at exit has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return BROKEN_PIPE_EXIT

@@ -4,13 +4,15 @@ Thin wrappers over :mod:`taskscale.admin` (each change one atomic script):
 
     taskscale dead list TYPE [--start N] [--count N] [--json]
     taskscale dead requeue TYPE [--id ID ...]      # no --id: every dead letter
-    taskscale dead purge TYPE [--id ID ...]
-    taskscale delayed list TYPE | run TYPE ID | delete TYPE ID
-    taskscale queue purge TYPE [--delayed]
+    taskscale dead purge TYPE [--id ID ...] [--yes]
+    taskscale delayed list TYPE | run TYPE ID | delete TYPE ID [--yes]
+    taskscale queue purge TYPE [--delayed] [--yes]
     taskscale task ID [--type TYPE] [--json]
-    taskscale types forget TYPE [--force]
+    taskscale types forget TYPE [--force [--yes]]
 
-Errors are one line on stderr, as in :mod:`taskscale.cli.runtime`.
+Errors are one line on stderr, as in :mod:`taskscale.cli.runtime`.  What
+deletes says what it will delete (counts) and asks on a terminal, or needs
+``--yes`` (``common.confirm``).
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ from taskscale import admin
 from taskscale.cli.common import (
     UsageError,
     add_connection_arguments,
+    add_yes_argument,
     client_and_keys,
+    confirm,
     count,
     guarded,
     offset,
 )
+from taskscale.keys import Keys
+from taskscale.redis_urls import RedisClient
+from taskscale.scheduling.schedules import Schedules
 
 #: Entries ``dead list`` and ``delayed list`` show unless told (--count).
 SHOWN = 20
@@ -51,6 +58,8 @@ def add_parser(subparsers: Any) -> None:
         add_connection_arguments(p)
         p.add_argument("type", metavar="TYPE")
         p.add_argument("--id", dest="ids", action="append", metavar="ID", help="repeatable")
+        if action == "purge":
+            add_yes_argument(p)
         p.set_defaults(func=guarded(_dead_op), op=action)
 
     delayed = subparsers.add_parser("delayed", help="list delayed tasks, run one now, delete one")
@@ -65,6 +74,8 @@ def add_parser(subparsers: Any) -> None:
         add_connection_arguments(p)
         p.add_argument("type", metavar="TYPE")
         p.add_argument("id", metavar="ID")
+        if action == "delete":
+            add_yes_argument(p)
         p.set_defaults(func=guarded(_delayed_op), op=action)
 
     queue = subparsers.add_parser("queue", help="purge the ready tasks of a type")
@@ -73,6 +84,7 @@ def add_parser(subparsers: Any) -> None:
     add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--delayed", action="store_true", help="delete its delayed tasks too")
+    add_yes_argument(p)
     p.set_defaults(func=guarded(_queue_purge))
 
     p = subparsers.add_parser("task", help="where a task is now: queued, delayed, running...")
@@ -88,6 +100,7 @@ def add_parser(subparsers: Any) -> None:
     add_connection_arguments(p)
     p.add_argument("type", metavar="TYPE")
     p.add_argument("--force", action="store_true", help="delete its ready and delayed tasks")
+    add_yes_argument(p)
     p.set_defaults(func=guarded(_forget))
 
 
@@ -106,7 +119,7 @@ def _dead_list(args: argparse.Namespace) -> int:
     for d in letters:
         call = json.dumps([d.fields.get("args", []), d.fields.get("kwargs", {})])
         print(f"{d.task_id or '(undecodable)'}  {_when(d.failed_ms)}  {d.error}")
-        print(f"    args/kwargs {call[:200]}  attempts {d.fields.get('attempts', 0)}")
+        print(f"    args/kwargs {call[:200]}  retries {d.fields.get('attempts', 0)}")
         for line in d.traceback.splitlines()[-6:]:
             print(f"    | {line}")
     print(f"{len(letters)} of {total} dead letter(s) of {args.type} shown")
@@ -115,6 +128,11 @@ def _dead_list(args: argparse.Namespace) -> int:
 
 def _dead_op(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
+    if args.op == "purge":
+        total = int(client.llen(keys.dead(args.type)))
+        which = f"those of {len(args.ids)} id(s) among " if args.ids else ""
+        if total and not confirm(args, f"{which}{total} dead letter(s) of {args.type}"):
+            return 1
     run = admin.dead_requeue if args.op == "requeue" else admin.dead_purge
     n = run(client, keys, args.type, ids=args.ids)
     verb = "requeued" if args.op == "requeue" else "purged"
@@ -128,13 +146,15 @@ def _dead_op(args: argparse.Namespace) -> int:
 def _delayed_list(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
     for d in admin.delayed_list(client, keys, args.type, count=args.count):
-        print(f"{d.task_id}  due {_when(d.due_ms)}  attempts {d.fields.get('attempts', 0)}")
+        print(f"{d.task_id}  due {_when(d.due_ms)}  retries {d.fields.get('attempts', 0)}")
     return 0
 
 
 def _delayed_op(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
     run = admin.delayed_run_now if args.op == "run" else admin.delayed_delete
+    if args.op == "delete" and not confirm(args, f"delayed task {args.id} of {args.type}"):
+        return 1
     if not run(client, keys, args.type, args.id):
         raise UsageError(f"task {args.id} is not among the delayed tasks of {args.type}")
     print(f"{'made ready' if args.op == 'run' else 'deleted'}: {args.id}")
@@ -143,6 +163,9 @@ def _delayed_op(args: argparse.Namespace) -> int:
 
 def _queue_purge(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
+    removes = _tasks_of(client, keys, args.type, delayed=args.delayed)
+    if removes and not confirm(args, removes):
+        return 1
     n = admin.queue_purge(client, keys, args.type, include_delayed=args.delayed)
     print(f"purged {n} {'ready and delayed' if args.delayed else 'ready'} task(s) of {args.type}")
     return 0
@@ -184,8 +207,33 @@ def _describe(info: admin.TaskInfo) -> str:
     return f"{head}, failed: {info.error}"
 
 
+def _tasks_of(client: RedisClient, keys: Keys, task_type: str, *, delayed: bool) -> str:
+    """What purging ``task_type`` deletes, in counts ("" for nothing): its
+    ready tasks, with ``delayed`` its delayed ones and the schedules whose
+    pending run is among them."""
+    ready = sum(int(client.llen(q)) for q in keys.queues(task_type))
+    later = int(client.zcard(keys.delayed(task_type))) if delayed else 0
+    if not ready and not later:
+        return ""
+    text = f"{ready} ready" + (f" and {later} delayed" if delayed else "")
+    text += f" task(s) of {task_type}"
+    if later:
+        runs = [
+            s.name
+            for s in Schedules(client, keys=keys).all()
+            if s.task_type == task_type and s.next_ms and not s.paused
+        ]
+        if runs:
+            text += f", including the pending run of schedule(s) {', '.join(runs)}"
+    return text
+
+
 def _forget(args: argparse.Namespace) -> int:
     client, keys = client_and_keys(args)
+    if args.force and not int(client.hget(keys.active, args.type) or 0):
+        removes = _tasks_of(client, keys, args.type, delayed=True)
+        if removes and not confirm(args, removes):
+            return 1
     found = admin.forget_type_checked(client, keys, args.type, force=args.force)
     if found.forgotten:
         print(f"forgot task type {args.type}")

@@ -198,3 +198,35 @@ def add_setting(
         raise LookupError(f"{settings.__name__}.{name} has no default")
     shown = f"{default:g}" if isinstance(default, float) else str(default)
     parser.add_argument(flag, type=type, default=default, help=f"{help} (default {shown})")
+
+
+def add_yes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--yes``/``-y`` for a command that deletes: see :func:`confirm`."""
+    parser.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask (required when stdin is not a terminal)",
+    )
+
+
+def confirm(args: argparse.Namespace, removes: str) -> bool:
+    """Whether a destructive command may go on, ``removes`` saying what it
+    deletes ("160 ready and 40 delayed task(s) of t").
+
+    ``--yes``: go on.  On a terminal: say what and ask (only "y" or "yes"
+    goes on; False: nothing was removed).  Stdin not a terminal and no
+    ``--yes``: :class:`UsageError` (exit 2), so a script never deletes
+    without having said so.
+    """
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(f"would delete {removes}: stdin is not a terminal, add --yes to confirm")
+    print(f"This deletes {removes}.", file=sys.stderr)
+    print("Delete? [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    if answer in ("y", "yes"):
+        return True
+    print(f"taskscale {args.command}: nothing deleted", file=sys.stderr)
+    return False

@@ -20,7 +20,8 @@ So are the flags that make a command destroy more or confirm a deletion
 (:data:`COMMAND_LINE_ONLY`): an exported ``TASKSCALE_FORCE=1`` must never
 turn ``taskscale types forget T`` into a forced delete of T's tasks, nor
 ``TASKSCALE_DELAYED=1`` widen every ``taskscale queue purge`` to the delayed
-tasks. They are taken from the command line only; the variable is ignored.
+tasks, nor ``TASKSCALE_YES=1`` confirm every deletion in advance. They are
+taken from the command line only; the variable is ignored.
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ _FALSE = {"0", "false", "no", "off", ""}
 #: Subcommand path -> the options of it that destroy or confirm, never read
 #: from the environment (tests/cli/test_envdefaults.py checks each exists).
 COMMAND_LINE_ONLY: dict[tuple[str, ...], frozenset[str]] = {
-    ("types", "forget"): frozenset({"--force"}),  # deletes the type's ready and delayed tasks
-    ("queue", "purge"): frozenset({"--delayed"}),  # deletes the delayed tasks too
+    ("types", "forget"): frozenset({"--force", "--yes"}),  # deletes ready and delayed tasks
+    ("queue", "purge"): frozenset({"--delayed", "--yes"}),  # deletes the delayed tasks too
+    # --yes confirms a deletion without asking (cli/common.confirm)
+    ("dead", "purge"): frozenset({"--yes"}),
+    ("delayed", "delete"): frozenset({"--yes"}),
+    ("schedules", "remove"): frozenset({"--yes"}),
 }
 
 #: Options whose own definition reads their variable, through the one function

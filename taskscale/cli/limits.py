@@ -19,7 +19,9 @@ def add_parser(subparsers: Any) -> None:
     s = sub.add_parser("set", help="replace a type's limits (what is not given is no limit)")
     add_connection_arguments(s)
     s.add_argument("type", metavar="TYPE")
-    s.add_argument("--rate", default=None, help="N/PERIOD, e.g. 100/s, 10/min, 5/2s, 3/500ms")
+    s.add_argument(
+        "--rate", default=None, help="N/PERIOD, e.g. 100/s, 10/min, 100/hour, 5/2s, 3/500ms"
+    )
     s.add_argument(
         "--burst",
         type=count,

@@ -11,7 +11,9 @@ from typing import Any
 from taskscale.cli.common import (
     UsageError,
     add_connection_arguments,
+    add_yes_argument,
     client_and_keys,
+    confirm,
     guarded,
     json_arg,
     seconds,
@@ -68,6 +70,8 @@ def add_parser(subparsers: Any) -> None:
         c = sub.add_parser(action, help=text)
         add_connection_arguments(c)
         c.add_argument("name", metavar="NAME", help="schedule name")
+        if action == "remove":
+            add_yes_argument(c)
         c.set_defaults(func=guarded(_control))
 
 
@@ -113,6 +117,11 @@ def _control(args: argparse.Namespace) -> int:
     check_schedule_name(args.name)
     client, keys = client_and_keys(args)
     schedules = Schedules(client, keys=keys)
+    if args.action == "remove":
+        info = schedules.get(args.name)
+        pending = " and its pending run" if info is not None and info.next_ms else ""
+        if info is not None and not confirm(args, f"schedule {args.name}{pending}"):
+            return 1
     result = getattr(schedules, args.action)(args.name)
     if result == "missing":
         print(f"schedule {args.name}: no such schedule")

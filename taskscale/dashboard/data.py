@@ -239,7 +239,7 @@ def dead_letters(
                 "envelope": d.envelope,
                 "args": d.fields.get("args", []),
                 "kwargs": d.fields.get("kwargs", {}),
-                "attempts": d.fields.get("attempts", 0),
+                "retries": d.fields.get("attempts", 0),  # the envelope counts retries taken
             }
             for d in letters
         ],
@@ -265,7 +265,7 @@ def delayed_tasks(
                 "envelope": d.envelope,
                 "args": d.fields.get("args", []),
                 "kwargs": d.fields.get("kwargs", {}),
-                "attempts": d.fields.get("attempts", 0),
+                "retries": d.fields.get("attempts", 0),  # the envelope counts retries taken
             }
             for d in tasks
         ],

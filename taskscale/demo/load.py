@@ -17,6 +17,7 @@ import redis
 from taskscale.cli.common import seconds, threads, whole
 from taskscale.controller.types import ScalingPolicy, TypePolicy, validate_policy
 from taskscale.keys import check_name
+from taskscale.limits import parse_rate
 from taskscale.logs import DEFAULT_FORMAT, add_logging_arguments
 from taskscale.producer import Call, Producer
 from taskscale.redis_urls import check_url
@@ -76,11 +77,18 @@ MAX_RATE = 10_000.0
 
 def rate(text: str) -> float:
     """argparse type: a finite arrival rate >= 0 (0: only the delayed spike),
-    at most :data:`MAX_RATE` tasks per second."""
+    at most :data:`MAX_RATE` tasks per second: a number (per second) or N/UNIT
+    as ``limits set --rate`` reads it (``limits.parse_rate``: 600/min)."""
     try:
-        value = float(text)
+        if "/" in text:
+            count, period_s = parse_rate(text)
+            value = count / period_s
+        else:
+            value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tasks per second") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of tasks per second nor N/UNIT (600/min)"
+        ) from None
     if not math.isfinite(value) or not 0 <= value <= MAX_RATE:
         raise argparse.ArgumentTypeError(
             f"{text!r} must be a number of tasks per second from 0 to {MAX_RATE:g}"
@@ -114,7 +122,12 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--idle-threshold", type=seconds, default=d.idle_threshold_s, help="seconds")
     add("--warmup-lead", type=seconds, default=d.warmup_lead_s, help="seconds")
-    add("--rate", type=rate, default=d.rate_per_s, help="peak arrivals per second")
+    add(
+        "--rate",
+        type=rate,
+        default=d.rate_per_s,
+        help="peak arrivals per second, or N/UNIT (600/min)",
+    )
     add("--seed", type=int, default=d.seed, help="load generator seed")
     add("--log-dir", type=Path, default=None, help="keep worker logs here")
     # its own log (warnings by default: the table is the output) and its workers'

@@ -32,6 +32,7 @@ import redis
 
 from taskscale import envelope
 from taskscale.connection import RedisLike, client_for
+from taskscale.durations import span
 from taskscale.keys import DEFAULT_PRIORITY, Keys, check_name, check_schedule_name
 from taskscale.luascripts import bound_script as _script
 from taskscale.options import TaskOptions, enqueue_fields
@@ -274,7 +275,7 @@ def render(found: list[dict[str, Any]], *, now_s: float) -> list[str]:
         elif s["paused"] or not s["next_ms"]:
             due = "-"
         else:
-            due = f"in {max(0.0, s['next_ms'] / 1000 - now_s):.1f}s"
+            due = f"in {span(s['next_ms'] / 1000 - now_s)}"
         when = f"every {s['every_s']:g}s" if s["every_s"] else f"cron {s['cron']}"
         if s["tz"]:
             when += f" ({s['tz']})"

@@ -7,7 +7,7 @@
 -- ARGV[3]  mode: "pause" | "resume" | "remove"
 --
 -- pause:  withdraw the pending occurrence (still in delayed:T; stats
---         "cancelled"), next_ms 0, paused 1, score +inf, rev +1.
+--         "withdrawn"), next_ms 0, paused 1, score +inf, rev +1.
 -- resume: paused 0, score 0, rev +1, wake token: a scheduler materializes
 --         the next occurrence after now (time paused is not caught up).
 -- remove: withdraw the pending occurrence, DEL the hash, ZREM the name.

@@ -49,9 +49,9 @@ def test_dead_list_requeue_and_purge(redis_url: str, r: redis.Redis) -> None:
     done = run(redis_url, "dead", "requeue", "t", "--id", "id1")
     assert done.returncode == 0 and "requeued 1" in done.stdout
     assert json.loads(r.lindex(keys.queue("t"), 0) or b"{}")["id"] == "id1"
-    missing = run(redis_url, "dead", "purge", "t", "--id", "nope")
+    missing = run(redis_url, "dead", "purge", "t", "--id", "nope", "--yes")
     assert missing.returncode == 1 and "not among" in missing.stdout
-    assert "purged 2" in run(redis_url, "dead", "purge", "t").stdout
+    assert "purged 2" in run(redis_url, "dead", "purge", "t", "--yes").stdout
     assert r.llen(keys.dead("t")) == 0
 
 
@@ -62,7 +62,7 @@ def test_task_lookup_and_queue_purge(redis_url: str, r: redis.Redis) -> None:
     found = run(redis_url, "task", task_id)
     assert found.returncode == 0 and "queued at priority 5" in found.stdout
     assert json.loads(run(redis_url, "task", task_id, "--json").stdout)["state"] == "queued"
-    assert "purged 1 ready" in run(redis_url, "queue", "purge", "t").stdout
+    assert "purged 1 ready" in run(redis_url, "queue", "purge", "t", "--yes").stdout
     gone = run(redis_url, "task", task_id)
     assert gone.returncode == 3 and "never enqueued" in gone.stdout
 
@@ -76,7 +76,7 @@ def test_delayed_run_and_types_forget(redis_url: str, r: redis.Redis) -> None:
     assert refused.returncode == 2 and "--force deletes them" in refused.stderr
     assert run(redis_url, "delayed", "run", "t", later).returncode == 0
     assert r.llen(keys.queue("t")) == 1
-    assert run(redis_url, "types", "forget", "t", "--force").returncode == 0
+    assert run(redis_url, "types", "forget", "t", "--force", "--yes").returncode == 0
     assert not r.sismember(keys.types, "t") and r.llen(keys.queue("t")) == 0
 
 
@@ -95,10 +95,13 @@ def test_destructive_flags_are_never_taken_from_the_environment(
     refused = run(redis_url, "types", "forget", "t", extra_env=exported)
     assert refused.returncode == 2 and "--force deletes them" in refused.stderr
     assert r.sismember(keys.types, "t")
-    purged = run(redis_url, "queue", "purge", "t", extra_env=exported)
+    purged = run(redis_url, "queue", "purge", "t", "--yes", extra_env=exported)
     assert purged.returncode == 0 and "purged 1 ready task(s)" in purged.stdout
     assert r.zcard(keys.delayed("t")) == 1  # the delayed task is kept
 
     # on the command line they still act
-    assert run(redis_url, "types", "forget", "t", "--force", extra_env=exported).returncode == 0
+    assert (
+        run(redis_url, "types", "forget", "t", "--force", "--yes", extra_env=exported).returncode
+        == 0
+    )
     assert not r.sismember(keys.types, "t") and r.zcard(keys.delayed("t")) == 0

@@ -13,6 +13,7 @@ against a real API server in tests/chart/test_doc_commands_kube.py.)
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 import sys
@@ -61,11 +62,21 @@ def test_the_docs_show_one_shot_commands() -> None:
     assert {"enqueue", "status", "dead", "delayed", "queue", "task", "types"} <= names
 
 
+class _Terminal(io.StringIO):
+    """A stdin that is a terminal, with the answers already typed."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_documented_commands_run(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TASKSCALE_REDIS_URL", redis_url)
     monkeypatch.setenv("TASKSCALE_NAMESPACE", "taskscale")
+    # typed on a terminal, as the README shows them: a command that deletes
+    # asks (cli/common.confirm), and the reader answers y
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n" * 100))
     assert main(["enqueue", "email", "--delay", "3600"]) == 0
     task_id = capsys.readouterr().out.split()[0]
     for source, command in documented_commands():

@@ -35,12 +35,13 @@ def structure(doc: dict[str, Any]) -> dict[str, Any]:
     return {"echo": doc, "keys": sorted(doc), "unicode": "žluťoučký kůň"}
 
 
-@task("rpc.quota")
+#: Errors a retry does not fix declare no retries (a call keeps the task's).
+@task("rpc.quota", max_retries=0)
 def quota(user: str) -> None:
     raise QuotaExceeded(f"user {user} is over quota")
 
 
-@task("rpc.unserialisable")
+@task("rpc.unserialisable", max_retries=0)
 def unserialisable() -> object:
     return {1, 2, 3}
 
@@ -59,3 +60,14 @@ def block() -> str:
 @task("rpc.flaky")
 def flaky() -> None:
     raise RuntimeError("fails every time")
+
+
+@task("rpc.once", max_retries=2, retry_backoff=0.05)
+def fails_once(n: int) -> dict[str, int]:
+    """Fails its first run, answers on its retry (with the attempt it ran as)."""
+    from taskscale.context import current_task
+
+    attempt = current_task().attempt
+    if attempt == 1:
+        raise RuntimeError("first run fails")
+    return {"n": n, "attempt": attempt}

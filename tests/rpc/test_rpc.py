@@ -69,7 +69,7 @@ def test_remote_exception_is_raised_with_its_type_and_message(
     assert caught.value.error_type == "QuotaExceeded"
     assert caught.value.message == "user alice is over quota"
     assert "QuotaExceeded: user alice is over quota" in str(caught.value)
-    # An RPC is not retried by default: the caller gets the error at once.
+    # The task declares max_retries=0, and a call keeps it: the error at once.
     assert r.hget(KEYS.stats("rpc.quota"), "retried") is None
     assert r.llen(KEYS.dead("rpc.quota")) == 1
 
@@ -132,7 +132,7 @@ def test_call_options_carry_task_options_into_the_envelope(r: redis.Redis) -> No
     call_async(r, "rpc.add", 1, 2, options=options, keys=KEYS)
     [env] = [json.loads(raw) for raw in r.lrange(KEYS.queue("rpc.add"), 0, -1)]
     assert env["timeout_ms"] == 7000
-    assert env["max_retries"] == 0  # CallOptions.max_retries wins
+    assert env["max_retries"] == 5  # CallOptions.max_retries None keeps the task's
     assert "reply_ttl" not in env  # left to the task's result_ttl
 
 

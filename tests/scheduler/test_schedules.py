@@ -133,7 +133,8 @@ def test_adding_the_same_definition_again_changes_nothing_a_new_one_replaces_it(
     assert [int(s) for _, s in r.zrange(keys.delayed("mail"), 0, -1, withscores=True)] == [
         changed.next_ms
     ]
-    assert int(r.hget(keys.stats("mail"), "cancelled")) == 1  # the withdrawn occurrence
+    assert int(r.hget(keys.stats("mail"), "withdrawn")) == 1  # the withdrawn occurrence
+    assert r.hget(keys.stats("mail"), "cancelled") is None  # nothing was cancelled
 
 
 def test_two_schedulers_advancing_the_same_occurrence_enqueue_the_next_one_once(

@@ -88,8 +88,8 @@ def test_cli_adds_lists_pauses_resumes_and_removes(
     assert "resumed; next occurrence" in capsys.readouterr().out
     assert r.zcard(keys.delayed("p")) == 1
 
-    assert main(["schedules", "remove", "ping", *common]) == 0
-    assert main(["schedules", "remove", "ping", *common]) == 1
+    assert main(["schedules", "remove", "ping", "--yes", *common]) == 0
+    assert main(["schedules", "remove", "ping", "--yes", *common]) == 1
     assert "no such schedule" in capsys.readouterr().out
     assert [s.name for s in Schedules(r, keys=keys).all()] == ["nightly"]
 

@@ -5,7 +5,8 @@
 --
 -- schedule_unpend(skey, name): if the occurrence the schedule materialized
 -- (its next_ms) is still in delayed:T, ZREM it and count it in stats
--- "cancelled".  An occurrence already promoted (ready or running) is left
+-- "withdrawn" (not "cancelled": nobody cancelled a task; the schedule
+-- changed).  An occurrence already promoted (ready or running) is left
 -- alone: it is an ordinary task by then.  Returns 1 if one was removed.
 local function schedule_unpend(skey, name)
     local f = redis.call('HMGET', skey, 'type', 'next_ms')
@@ -18,7 +19,7 @@ local function schedule_unpend(skey, name)
     for _, env in ipairs(redis.call('ZRANGEBYSCORE', dkey, next_ms, next_ms)) do
         if string.find(env, needle, 1, true) then
             redis.call('ZREM', dkey, env)
-            redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'cancelled', 1)
+            redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'withdrawn', 1)
             return 1
         end
     end
