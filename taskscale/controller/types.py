@@ -59,6 +59,10 @@ class ScalingPolicy:
     def type_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
 
+    def queue_wait_types(self) -> tuple[str, ...]:
+        """The types with a queue-wait target (their oldest wait is read every pass)."""
+        return tuple(t.name for t in self.types if t.max_queue_wait_s is not None)
+
 
 def validate_policy(policy: ScalingPolicy) -> None:
     """Raise ValueError with a clear message for a policy the controller can't apply."""

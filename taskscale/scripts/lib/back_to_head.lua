@@ -12,6 +12,7 @@
 -- Returns 1, or 0 for an envelope without a type (claim never records one).
 
 --! include lib/stamp.lua
+--! include lib/queued.lua
 
 local function back_to_head(env, count_reap)
     local ok, doc = pcall(cjson.decode, env)
@@ -33,6 +34,7 @@ local function back_to_head(env, count_reap)
         env = stamp_json(env, 'reaped', string.format('%d', reaped))
     end
     local qkey = prefix .. 'q:' .. ttype .. ':' .. level
+    count_queued(ttype, 1)
     if redis.call('LPUSH', qkey, env) == 1 then
         redis.call('PUBLISH', prefix .. 'demand', ttype)
     end
