@@ -145,3 +145,9 @@ def evalsha_calls(client: redis.Redis) -> int:
     """How many EVALSHA the server has run (its command statistics)."""
     stats = client.info("commandstats")
     return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def redis_ms(r: redis.Redis) -> int:
+    """Now on the Redis clock, unix ms."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
