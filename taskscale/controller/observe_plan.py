@@ -64,6 +64,8 @@ class Plan:
     args: tuple[str | int, ...]
     #: (type, lead ms) of each look-ahead window, in the script's order.
     windows: tuple[tuple[str, int], ...]
+    #: 0-based index in ``types`` of each window's type.
+    window_types: tuple[int, ...]
     #: 1-based indexes of the types whose oldest ready task every pass reads.
     every_pass_ages: tuple[int, ...]
 
@@ -102,7 +104,8 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
         keys.limits,
         keys.queued,
     )
-    return Plan(types, script_keys, tuple(args), windows, every_pass)
+    window_types = tuple(index[t] - 1 for t, _ in windows)
+    return Plan(types, script_keys, tuple(args), windows, window_types, every_pass)
 
 
 def lead_ms(request: ObserveRequest) -> int:

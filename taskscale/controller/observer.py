@@ -108,24 +108,23 @@ def _assemble(
             lims,
         ) = reply
         at = ServerTime.from_reply(seconds, micros).unix_s
-        position = {t: i for i, t in enumerate(plan.types)}
-        for t, i in position.items():
+        for i, t in enumerate(plan.types):
             read = int(ages[i][0])
             if read != -2:
                 ready_ms[t] = read
             elif not int(per_type[i][0]):
                 ready_ms[t] = -1  # nothing ready: no stale age
         by_window = {
-            (t, ms): _type_observation(
-                t,
-                active[position[t]],
-                idle[position[t]],
-                per_type[position[t]],
+            window: _type_observation(
+                window[0],
+                active[i],
+                idle[i],
+                per_type[i],
                 ahead,
-                (ready_ms.get(t, -1), int(ages[position[t]][1])),
-                lims[position[t]],
+                (ready_ms.get(window[0], -1), int(ages[i][1])),
+                lims[i],
             )
-            for (t, ms), ahead in zip(plan.windows, upcoming, strict=True)
+            for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True)
         }
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
@@ -156,7 +155,7 @@ def _type_observation(
     and the flow-control limits (a field that does not decode is none, as it
     is for claim.lua) included."""
     queued, due, *stats = row
-    counters = [_int_or_zero(v) for v in stats]
+    counters = [0 if v is None else int(v) for v in stats]
     ready_ms, due_ms = ages_ms
     concurrency, rate = None, None
     if limits_spec is not None:
@@ -165,32 +164,24 @@ def _type_observation(
             concurrency, rate = limits.concurrency, limits.rate_per_s
         except (ValueError, TypeError):
             pass
-    return TypeObservation(
-        task_type=task_type,
-        queued=int(queued),
-        due=int(due),
-        upcoming=int(upcoming),
-        active=max(0, _int_or_zero(active)),
-        idle_since=None if idle is None else float(idle),
-        enqueued_total=counters[0],
-        claimed_total=counters[1],
-        completed_total=counters[2],
-        failed_total=counters[3],
-        service_ms_total=counters[4],
-        wait_ms_total=counters[5],
-        oldest_ready_s=ready_ms / 1000.0 if ready_ms >= 0 else None,
-        oldest_due_s=due_ms / 1000.0 if due_ms >= 0 else None,
-        dead_total=counters[6],
-        cancelled_total=counters[7],
-        unique_hits_total=counters[8],
-        dead_dropped_total=counters[9],
-        concurrency_limit=concurrency,
-        rate_limit_per_s=rate,
+    # in the order of TypeObservation's fields (STAT_FIELDS: 6 counters, the
+    # ages, 4 more counters)
+    return TypeObservation.from_values(
+        (
+            task_type,
+            int(queued),
+            int(due),
+            int(upcoming),
+            max(0, 0 if active is None else int(active)),
+            None if idle is None else float(idle),
+            *counters[:6],
+            ready_ms / 1000.0 if ready_ms >= 0 else None,
+            due_ms / 1000.0 if due_ms >= 0 else None,
+            *counters[6:],
+            concurrency,
+            rate,
+        )
     )
-
-
-def _int_or_zero(value: Any) -> int:
-    return 0 if value is None else int(value)
 
 
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:
