@@ -98,8 +98,9 @@ for _, i in ipairs(aged) do
     wants_age[tonumber(i)] = true
 end
 
--- Per type: its ready count from KEYS[6] (never below 0: a producer that
--- pops without counting is repaired by the scheduler's recount), the
+-- Per type: its ready count from KEYS[6] (read as 0 when below: claims of
+-- tasks a producer pushed without counting, until the scheduler's recount
+-- repairs it), the
 -- earliest delayed task first (an empty set costs that one call; a set
 -- with nothing due costs no ZCOUNT), the stats counters.
 local per_type = {}
