@@ -17,7 +17,10 @@ core; the CPU sum is what a pass costs on an idle one (plus loopback latency).
 
 Run: ``.venv/bin/python -m bench.reconcile_bench [--types 1000]
 [--iterations 200] [--runs 5] [--busy-fraction 1.0] [--levels spread]
-[--peer-every 4] [--json out.json]``.  Prints medians and p99s per run and the
+[--peer-every 4] [--queue-wait S] [--json out.json]``.  The observer is asked
+as the reconcile pass asks it: the oldest ready task is decoded every pass
+only for types with a queue-wait target (``--queue-wait``: all of them),
+for the others every 10 s.  Prints medians and p99s per run and the
 median over runs.
 """
 
@@ -60,11 +63,19 @@ class Layout:
     scalers: int
     types_per_scaler: int
 
+    #: maxQueueWaitSeconds of every type (None: no queue-wait target).
+    queue_wait_s: float | None = None
+
     def policies(self) -> dict[str, ScalingPolicy]:
+        wait = self.queue_wait_s
         return {
             f"scaler{s}": ScalingPolicy(
                 types=tuple(
-                    TypePolicy(f"t{s * self.types_per_scaler + i}", idle_threshold_s=60)
+                    TypePolicy(
+                        f"t{s * self.types_per_scaler + i}",
+                        idle_threshold_s=60,
+                        max_queue_wait_s=wait,
+                    )
                     for i in range(self.types_per_scaler)
                 ),
                 tasks_per_replica=4,
@@ -110,6 +121,7 @@ def populate(
         for p in levels:
             tasks = [f'{{"id":"{t}-{p}-{k}"}}' for k in range(rng.randint(1, 5))]
             pipe.rpush(keys.queue(t, p), *tasks)
+            pipe.hincrby(keys.queued, t, len(tasks))  # as a counting producer does
         due = {f'{{"id":"{t}-d{k}"}}': now_ms + rng.randint(-10_000, 120_000) for k in range(8)}
         pipe.zadd(keys.delayed(t), dict(due))
         pipe.hset(keys.active, t, rng.randint(0, 6))
@@ -244,7 +256,10 @@ def run_layout(
     observer, and of the pipeline peer on every ``peer_every``-th pass
     (interleaved, so both see the same background load)."""
     policies = layout.policies()
-    requests = {n: ObserveRequest(p.type_names(), p.warmup_lead_s) for n, p in policies.items()}
+    requests = {  # as the reconcile pass asks
+        n: ObserveRequest(p.type_names(), p.warmup_lead_s, ages=p.queue_wait_types())
+        for n, p in policies.items()
+    }
     variants: dict[str, Observe] = {
         "lua": Observer(client, keys).observe,
         "pipeline": PipelineObserver(client, keys).observe,
@@ -287,11 +302,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peer-every", type=int, default=4, help="run the slow pipeline peer every Nth pass"
     )
+    parser.add_argument(
+        "--queue-wait",
+        type=float,
+        default=None,
+        help="give every type this maxQueueWaitSeconds (its oldest ready task read every pass)",
+    )
     parser.add_argument("--json", help="write the per-run results here")
     args = parser.parse_args(argv)
+    wait = args.queue_wait
     layouts = [
-        Layout(f"1 scaler x {args.types} types", 1, args.types),
-        Layout(f"{args.types // 10} scalers x 10 types", args.types // 10, 10),
+        Layout(f"1 scaler x {args.types} types", 1, args.types, wait),
+        Layout(f"{args.types // 10} scalers x 10 types", args.types // 10, 10, wait),
     ]
     # SIGTERM unwinds like Ctrl-C, so the bench's redis-server is stopped, not orphaned.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -103,6 +103,7 @@ KEY_SHAPES: dict[str, str] = {
     # per-deployment hashes, sets and lists
     "active": "ACTIVE_TASKS",
     "idle_since": "IDLE_SINCE",
+    "queued": "QUEUED",
     "types": "types",
     "workers": "workers",
     "demand_channel": "demand",
@@ -200,6 +201,12 @@ class Keys:
     def idle_since(self) -> str:
         """HASH type -> unix seconds (decimal, ms precision) the last task finished."""
         return self._key("idle_since")
+
+    @property
+    def queued(self) -> str:
+        """HASH type -> tasks in its ready lists (q:T:0..9), kept by the scripts
+        that push or pop them (docs/schema.md, "The ready count")."""
+        return self._key("queued")
 
     @property
     def types(self) -> str:
@@ -400,6 +407,7 @@ STAT_FIELDS = (
     "wait_ms",  # total queue wait (enqueue or due time -> claim), Redis clock, ms
     "active_underflow",  # decrements of ACTIVE_TASKS that would have gone below 0 (should stay 0)
     "dead_dropped",  # oldest dead letters dropped by the dead-letter cap
+    "queued_repaired",  # recounts that found QUEUED[T] off its lists' length and fixed it
     "dead_requeued",  # dead letters an operator requeued (admin)
     "dead_purged",  # dead letters an operator deleted (admin)
     "purged",  # ready or delayed tasks an operator deleted (admin)

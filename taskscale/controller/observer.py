@@ -8,9 +8,12 @@ delayed tasks are counted against the Redis clock the enqueue and promote
 scripts use, never the controller's.  A plain pipeline could not do that --
 it cannot feed the server's time into a ``ZCOUNT`` of the same batch -- nor
 read the worker records whose ids it has not seen yet (bench/reconcile_bench.py
-measures both; the script is 4-6x faster for 1000 types).  Per-type key names
-are built inside the script from (before, after) templates derived from
-taskscale.keys: passing 12 names per type as KEYS cost more than the reads.
+measures both).  A type's ready tasks are one field of the ``QUEUED`` hash
+the scripts keep (docs/schema.md, "The ready count"); the heads of its ready
+lists are decoded (for the oldest wait) on every pass only for the types a
+request names in ``ages`` -- those with a queue-wait target -- and for the
+others every ``ages_every_s``.  The script's arguments are laid out once per
+set of requests (observe_plan.py).
 
 This module also holds the :class:`DemandListener`, the other half of the
 controller's Redis input: a subscriber to the demand channel the enqueue
@@ -20,10 +23,9 @@ target at zero replicas wakes at once instead of at the next poll.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,9 +34,10 @@ import redis
 from redis.client import PubSub
 
 from taskscale.backoff import exponential
-from taskscale.controller.source_spec import TypeSource
+from taskscale.controller.observe_plan import ObserveRequest as ObserveRequest
+from taskscale.controller.observe_plan import Plan, build_plan, lead_ms
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
-from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
+from taskscale.keys import Keys
 from taskscale.limits import TypeLimits
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
@@ -42,43 +45,6 @@ from taskscale.server_clock import ServerTime
 from taskscale.text import as_text
 
 log = logging.getLogger(__name__)
-
-#: Stats counters read per type, in the order of TypeObservation's *_total fields.
-_STAT_FIELDS: tuple[str, ...] = (
-    "enqueued",
-    "claimed",
-    "completed",
-    "failed",
-    "service_ms",
-    "wait_ms",
-    "dead",
-    "cancelled",
-    "unique_hits",
-    "dead_dropped",
-)
-
-
-@dataclass(frozen=True)
-class ObserveRequest:
-    """What one scaler wants read: its task types and its warm-up lead."""
-
-    types: tuple[str, ...]
-    #: Delayed tasks due within this many seconds after now are "upcoming".
-    lead_s: float
-    #: Types read from another source (Celery, RQ, lists; see sources.py);
-    #: only :class:`SourcedObserver` reads them, :class:`Observer` ignores them.
-    sources: tuple[TypeSource, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """The script's arguments for one set of requests (cached between polls)."""
-
-    types: tuple[str, ...]
-    keys: tuple[str, ...]
-    args: tuple[str | int, ...]
-    #: (type, lead ms) of each look-ahead window, in the script's order.
-    windows: tuple[tuple[str, int], ...]
 
 
 class Observer:
@@ -89,73 +55,44 @@ class Observer:
     are read once.  Raises :class:`redis.RedisError` when Redis can't be read
     or returns data that does not fit the schema; the caller holds its
     replicas then (fail-static), it never reads missing data as "idle".
+
+    The oldest ready task of a type a request does not name in ``ages`` is
+    read at most every ``ages_every_s`` seconds; in between its last reading
+    is reported (None once the type has no ready task).
     """
 
-    def __init__(self, client: RedisClient, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, *, ages_every_s: float = 10.0) -> None:
         self._client = client
         self._keys = keys
         self._script = bound_script(client, "observe")
-        self._plan_cache: tuple[object, _Plan] | None = None
+        self._plan_cache: tuple[object, Plan] | None = None
+        self.ages_every_s = ages_every_s
+        self._ages_read_at = -float("inf")  # time.monotonic() of the last full read
+        self._ready_ms: dict[str, int] = {}  # type -> its last oldest-ready reading
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
         """One round trip; returns one :class:`Observation` per request name."""
         plan = self._plan(requests)
-        reply = self._script(keys=list(plan.keys), args=list(plan.args), client=self._client)
-        return _assemble(reply, plan, requests)
+        started = time.monotonic()
+        full = started - self._ages_read_at >= self.ages_every_s
+        aged: Sequence[int] = range(1, len(plan.types) + 1) if full else plan.every_pass_ages
+        args = [*plan.args, len(aged), *aged]
+        reply = self._script(keys=list(plan.keys), args=args, client=self._client)
+        if full:
+            self._ages_read_at = started
+        return _assemble(reply, plan, requests, self._ready_ms)
 
-    def _plan(self, requests: Mapping[str, ObserveRequest]) -> _Plan:
-        signature = tuple(sorted((name, r.types, r.lead_s) for name, r in requests.items()))
+    def _plan(self, requests: Mapping[str, ObserveRequest]) -> Plan:
+        signature = tuple(sorted((n, r.types, r.lead_s, r.ages) for n, r in requests.items()))
         if self._plan_cache is not None and self._plan_cache[0] == signature:
             return self._plan_cache[1]
-        plan = _build_plan(self._keys, requests)
+        plan = build_plan(self._keys, requests)
         self._plan_cache = (signature, plan)
         return plan
 
 
-def _build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> _Plan:
-    """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV."""
-    types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
-    for t in types:
-        check_name("task type", t)  # it becomes part of key names inside the script
-    index = {t: i + 1 for i, t in enumerate(types)}
-    windows = tuple(dict.fromkeys((t, _lead_ms(r)) for r in requests.values() for t in r.types))
-    lists = [_template(functools.partial(keys.queue, priority=p)) for p in _levels_common_first()]
-    args: list[str | int] = [
-        keys.worker(""),
-        *_template(keys.delayed),
-        *_template(keys.stats),
-        len(lists),
-        *(part for pair in lists for part in pair),
-        len(types),
-        *types,
-        len(_STAT_FIELDS),
-        *_STAT_FIELDS,
-        len(windows),
-        *(value for t, lead_ms in windows for value in (index[t], lead_ms)),
-    ]
-    script_keys = (keys.active, keys.idle_since, keys.workers, keys.schedulers, keys.limits)
-    return _Plan(types, script_keys, tuple(args), windows)
-
-
-#: Stands for the type name while a key template is derived from Keys.
-_MARK = "\x00"
-
-
-def _template(key_of_type: Callable[[str], str]) -> tuple[str, str]:
-    """(before, after) around the type name in a per-type key, derived from
-    taskscale.keys so the script never spells a key name itself."""
-    before, after = key_of_type(_MARK).split(_MARK)
-    return before, after
-
-
-def _levels_common_first() -> list[int]:
-    """Priority levels, the default first: the script stops reading a type's
-    lists once it has seen every non-empty one, and most tasks use the default."""
-    return [DEFAULT_PRIORITY, *(p for p in range(PRIORITY_LEVELS) if p != DEFAULT_PRIORITY)]
-
-
 def _assemble(
-    reply: Any, plan: _Plan, requests: Mapping[str, ObserveRequest]
+    reply: Any, plan: Plan, requests: Mapping[str, ObserveRequest], ready_ms: dict[str, int]
 ) -> dict[str, Observation]:
     try:
         (
@@ -171,90 +108,80 @@ def _assemble(
             lims,
         ) = reply
         at = ServerTime.from_reply(seconds, micros).unix_s
-        position = {t: i for i, t in enumerate(plan.types)}
+        for i, t in enumerate(plan.types):
+            read = int(ages[i][0])
+            if read != -2:
+                ready_ms[t] = read
+            elif not int(per_type[i][0]):
+                ready_ms[t] = -1  # nothing ready: no stale age
         by_window = {
-            (t, lead_ms): _with_ages(
-                _type_observation(
-                    t, active[position[t]], idle[position[t]], per_type[position[t]], ahead
-                ),
-                ages[position[t]],
+            window: _type_observation(
+                window[0],
+                active[i],
+                idle[i],
+                per_type[i],
+                ahead,
+                (ready_ms.get(window[0], -1), int(ages[i][1])),
+                lims[i],
             )
-            for (t, lead_ms), ahead in zip(plan.windows, upcoming, strict=True)
+            for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True)
         }
         workers = _workers(flat_workers)
-        by_window = {
-            key: _with_limits(obs, lims[position[key[0]]]) for key, obs in by_window.items()
-        }
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
     out: dict[str, Observation] = {}
     for name, request in requests.items():
-        lead_ms = _lead_ms(request)
+        ms = lead_ms(request)
         served = set(request.types)
         out[name] = Observation(
             at=at,
-            types={t: by_window[(t, lead_ms)] for t in request.types},
+            types={t: by_window[(t, ms)] for t in request.types},
             workers=tuple(w for w in workers if served.intersection(w.types)),
             schedulers_alive=int(schedulers),
         )
     return out
 
 
-def _lead_ms(request: ObserveRequest) -> int:
-    return max(0, round(request.lead_s * 1000))
-
-
 def _type_observation(
-    task_type: str, active: Any, idle: Any, row: Sequence[Any], upcoming: Any
+    task_type: str,
+    active: Any,
+    idle: Any,
+    row: Sequence[Any],
+    upcoming: Any,
+    ages_ms: tuple[int, int],
+    limits_spec: Any,
 ) -> TypeObservation:
+    """One type's reading, built once: the oldest waits ({ms, ms}, -1 = none)
+    and the flow-control limits (a field that does not decode is none, as it
+    is for claim.lua) included."""
     queued, due, *stats = row
-    counters = [_int_or_zero(v) for v in stats]
-    return TypeObservation(
-        task_type=task_type,
-        queued=int(queued),
-        due=int(due),
-        upcoming=int(upcoming),
-        active=max(0, _int_or_zero(active)),
-        idle_since=None if idle is None else float(idle),
-        enqueued_total=counters[0],
-        claimed_total=counters[1],
-        completed_total=counters[2],
-        failed_total=counters[3],
-        service_ms_total=counters[4],
-        wait_ms_total=counters[5],
-        dead_total=counters[6],
-        cancelled_total=counters[7],
-        unique_hits_total=counters[8],
-        dead_dropped_total=counters[9],
+    counters = [0 if v is None else int(v) for v in stats]
+    ready_ms, due_ms = ages_ms
+    concurrency, rate = None, None
+    if limits_spec is not None:
+        try:
+            limits = TypeLimits.from_json(task_type, limits_spec)
+            concurrency, rate = limits.concurrency, limits.rate_per_s
+        except (ValueError, TypeError):
+            pass
+    # in the order of TypeObservation's fields (STAT_FIELDS: 6 counters, the
+    # ages, 4 more counters)
+    return TypeObservation.from_values(
+        (
+            task_type,
+            int(queued),
+            int(due),
+            int(upcoming),
+            max(0, 0 if active is None else int(active)),
+            None if idle is None else float(idle),
+            *counters[:6],
+            ready_ms / 1000.0 if ready_ms >= 0 else None,
+            due_ms / 1000.0 if due_ms >= 0 else None,
+            *counters[6:],
+            concurrency,
+            rate,
+        )
     )
-
-
-def _with_ages(obs: TypeObservation, ages: Sequence[Any]) -> TypeObservation:
-    """Add the oldest ready and due waits ({ms, ms}, -1 = none) to ``obs``."""
-    ready_ms, due_ms = (int(v) for v in ages)
-    return dataclasses.replace(
-        obs,
-        oldest_ready_s=ready_ms / 1000.0 if ready_ms >= 0 else None,
-        oldest_due_s=due_ms / 1000.0 if due_ms >= 0 else None,
-    )
-
-
-def _with_limits(obs: TypeObservation, spec: Any) -> TypeObservation:
-    """Add the type's flow-control limits (a field that does not decode is none,
-    as it is for claim.lua)."""
-    if spec is None:
-        return obs
-    try:
-        limits = TypeLimits.from_json(obs.task_type, spec)
-    except (ValueError, TypeError):
-        return obs
-    return dataclasses.replace(
-        obs, concurrency_limit=limits.concurrency, rate_limit_per_s=limits.rate_per_s
-    )
-
-
-def _int_or_zero(value: Any) -> int:
-    return 0 if value is None else int(value)
 
 
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:

@@ -85,6 +85,7 @@ class ReconcilePass:
                 types=s.config.policy.type_names(),
                 lead_s=s.config.policy.warmup_lead_s,
                 sources=s.config.sources,
+                ages=s.config.policy.queue_wait_types(),
             )
             for s in scalers
         }

@@ -33,7 +33,7 @@ class ShardedObserver:
         parts: dict[str, list[Observation]] = {name: [] for name in requests}
         for ns, observer in self._observers.items():
             mine = {
-                name: ObserveRequest(types=types, lead_s=r.lead_s)
+                name: r.narrowed(types)
                 for name, r in requests.items()
                 if (types := tuple(t for t in r.types if self.shards.namespace_for(t) == ns))
             }

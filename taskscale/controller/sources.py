@@ -193,7 +193,7 @@ class SourcedObserver:
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
         foreign = {name: {s.task_type: s for s in r.sources} for name, r in requests.items()}
         native_requests = {
-            name: ObserveRequest(types=types, lead_s=r.lead_s)
+            name: r.narrowed(types)
             for name, r in requests.items()
             if (types := tuple(t for t in r.types if t not in foreign[name]))
         }

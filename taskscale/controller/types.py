@@ -14,8 +14,8 @@ workers say about the pods, read by the actuator and the rules alike.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 
@@ -58,6 +58,10 @@ class ScalingPolicy:
 
     def type_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
+
+    def queue_wait_types(self) -> tuple[str, ...]:
+        """The types with a queue-wait target (their oldest wait is read every pass)."""
+        return tuple(t.name for t in self.types if t.max_queue_wait_s is not None)
 
 
 def validate_policy(policy: ScalingPolicy) -> None:
@@ -141,6 +145,19 @@ class TypeObservation:
     #: Flow-control limits of the type (``taskscale limits``); None = none.
     concurrency_limit: int | None = None  #: most running at once, fleet-wide
     rate_limit_per_s: float | None = None  #: most claims per second
+
+    @classmethod
+    def from_values(cls, values: Sequence[object]) -> TypeObservation:
+        """One from every field's value, in the order of the fields, unchecked.
+        The observer builds one per type per pass (1000s): the frozen
+        dataclass's ``__init__`` -- one ``object.__setattr__`` per field --
+        cost 3.5 µs each, filling the instance's ``__dict__`` at once a third."""
+        obs = object.__new__(cls)
+        obs.__dict__.update(zip(_TYPE_OBSERVATION_FIELDS, values, strict=True))
+        return obs
+
+
+_TYPE_OBSERVATION_FIELDS = tuple(f.name for f in fields(TypeObservation))
 
 
 @dataclass(frozen=True)

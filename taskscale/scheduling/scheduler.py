@@ -18,6 +18,8 @@ schedule whose current one is due (:mod:`taskscale.scheduling.schedules`; a
 compare-and-set script, so concurrent schedulers enqueue each occurrence
 once).  Every ``lease / 2`` seconds it also runs ``reap.lua``, which returns the
 in-flight tasks of workers whose lease expired to the head of their queues,
+and ``queued_recount.lua``, which fixes the per-type ready count of a type a
+producer pushed to without counting (docs/schema.md, "The ready count"),
 and every ``lease / 4`` seconds ``scheduler_beat.lua`` renews its entry in
 ``{ns}:schedulers`` so ``taskscale status`` can tell when none is running.
 """
@@ -42,7 +44,7 @@ import redis
 from taskscale import checks
 from taskscale.alarm import Alarm as _Alarm
 from taskscale.keys import Keys, check_name
-from taskscale.luascripts import scripts_for
+from taskscale.luascripts import bound_script, scripts_for
 from taskscale.redis_urls import RedisClient, node_client
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.scheduling.schedules import advance_due
@@ -159,6 +161,15 @@ class Scheduler:
             if not int(reply[2]):
                 return workers, tasks
 
+    def recount(self) -> tuple[int, int]:
+        """Fix the QUEUED count of every type whose ready lists hold another
+        number (a producer that pushed without counting); return (types
+        repaired, tasks of drift) -- docs/schema.md, "The ready count"."""
+        script = bound_script(self.redis, "queued_recount")
+        reply = script(keys=[self.keys.types, self.keys.queued], args=[self.keys.prefix])
+        _, repaired, drift = (int(x) for x in reply)
+        return repaired, drift
+
     def beat(self, *, stopping: bool = False) -> int:
         """Renew this scheduler's entry in ``schedulers`` (or remove it);
         return how many schedulers are alive."""
@@ -217,6 +228,11 @@ class Scheduler:
             self.metrics.reaped(workers, tasks)
         if workers:
             log.warning("reaped %d dead worker(s); %d task(s) back in their queues", workers, tasks)
+        repaired, drift = self._retrying(self.recount)
+        if self.metrics is not None:
+            self.metrics.recounted(repaired)
+        if repaired:
+            log.info("QUEUED recount: %d type(s) fixed, %d task(s) of drift", repaired, drift)
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         """``fn`` retried until stop, every failed attempt counted."""

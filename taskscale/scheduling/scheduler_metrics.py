@@ -58,6 +58,12 @@ class SchedulerMetrics:
             "In-flight tasks of dead workers returned to the head of their queues.",
             registry=r,
         )
+        self.queued_repairs = Counter(
+            "taskscale_scheduler_queued_repairs_total",
+            "Types whose QUEUED count this scheduler's recount found off their "
+            "ready lists' length and fixed (0 while every producer counts).",
+            registry=r,
+        )
         self.last_beat = Gauge(
             "taskscale_scheduler_heartbeat_timestamp_seconds",
             "Unix time of this scheduler's last successful heartbeat.",
@@ -93,6 +99,9 @@ class SchedulerMetrics:
     def reaped(self, workers: int, tasks: int) -> None:
         self.reaped_workers.inc(workers)
         self.reaped_tasks.inc(tasks)
+
+    def recounted(self, repaired: int) -> None:
+        self.queued_repairs.inc(repaired)
 
     def beat(self, alive: int) -> None:
         """A heartbeat succeeded and counted ``alive`` schedulers."""

@@ -37,4 +37,5 @@ redis.call('DEL', prefix .. 'delayed:' .. ttype, prefix .. 'stats:' .. ttype,
 redis.call('SREM', KEYS[1], ttype)
 redis.call('HDEL', KEYS[2], ttype)
 redis.call('HDEL', KEYS[3], ttype)
+redis.call('HDEL', prefix .. 'QUEUED', ttype)
 return {1, queued, delayed, running}

@@ -27,6 +27,7 @@ local n = tonumber(ARGV[3]) or 1000
 
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
+--! include lib/queued.lua
 
 local removed = {}
 for level = 0, 9 do
@@ -40,6 +41,7 @@ for level = 0, 9 do
         end
     end
 end
+count_queued(ttype, -#removed)
 if ARGV[4] == 'delayed' and #removed < n then
     local got = redis.call('ZPOPMIN', prefix .. 'delayed:' .. ttype, n - #removed)
     for i = 1, #got, 2 do

@@ -39,6 +39,7 @@ local fanout = ARGV[6] or ''
 --! include lib/ready.lua
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
+--! include lib/queued.lua
 
 for _, worker in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     if redis.call('HEXISTS', prefix .. 'inflight:' .. worker, wanted) == 1 then
@@ -120,6 +121,7 @@ for _, ttype in ipairs(types) do
     for level = 0, 9 do
         local env, doc, seen = take_from_list(prefix .. 'q:' .. ttype .. ':' .. level, limit - read)
         if env then
+            count_queued(ttype, -1)
             finish(ttype, env, doc)
             return {'queued', ttype}
         end

@@ -48,6 +48,7 @@ end
 --! include lib/limits.lua
 --! include lib/dead_letter.lua
 --! include lib/wake_cap.lua
+--! include lib/queued.lua
 
 local ntypes = #ARGV - 4
 local types = {}
@@ -154,6 +155,7 @@ while remaining > 0 and lmpop[2] > 0 do
             budget[ttype] = budget[ttype] - 1
         end
     end
+    count_queued(ttype, #back - #popped[2])
     if #back > 0 then  -- over this type's budget: back to the head, order kept
         redis.call('LPUSH', popped[1], unpack(back))
     end

@@ -44,6 +44,7 @@ end
 --! include lib/clock.lua
 local now_ms = string.format('%d', now)
 --! include lib/stamp.lua
+--! include lib/queued.lua
 local total, limit, running = tonumber(st[3]), tonumber(st[4]), tonumber(st[5])
 local collect = (tonumber(st[8]) or 0) > 0
 local first = total
@@ -90,6 +91,7 @@ end
 if released > 0 then
   redis.call('SADD', types_key, st[1])
   redis.call('HINCRBY', stats_key, 'enqueued', released)
+  count_queued(st[1], released)
   for _ = 1, math.min(released, wake_cap) do
     redis.call('RPUSH', wake_key, '1')
   end

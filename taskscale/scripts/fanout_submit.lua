@@ -38,6 +38,8 @@ end
 -- As a decimal string: tostring() of a large Lua number may use exponent form.
 local now_ms = string.format('%d', now)
 --! include lib/stamp.lua
+local prefix = string.sub(demand_channel, 1, -#'demand' - 1)  -- "{ns}:" of "{ns}:demand"
+--! include lib/queued.lua
 local released = math.min(limit, total)
 
 redis.call('HSET', fanout_key,
@@ -83,6 +85,7 @@ end
 
 redis.call('SADD', types_key, task_type)
 redis.call('HINCRBY', stats_key, 'enqueued', released)
+count_queued(task_type, released)
 for _ = 1, math.min(released, wake_cap) do
   redis.call('RPUSH', wake_key, '1')
 end

@@ -6,12 +6,15 @@
 -- KEYS[2]  IDLE_SINCE hash (type -> unix seconds)
 -- KEYS[3]  workers zset (worker id -> lease expiry, unix ms)
 -- KEYS[4]  schedulers zset (scheduler id -> lease expiry, unix ms)
--- KEYS[5]  limits hash (type -> JSON flow-control limits; optional)
+-- KEYS[5]  limits hash (type -> JSON flow-control limits)
+-- KEYS[6]  QUEUED hash (type -> tasks in its ready lists, kept by the scripts
+--          that push and pop them: docs/schema.md, "The ready count")
 --
 -- Per-type keys are built here from templates, each a (before, after) pair
--- around the type name, that the caller derives from taskscale/keys.py: with
--- 1000 types, passing 12 names per type would cost more than the reads.  All
--- keys share the namespace's hash tag, so they live in KEYS[1]'s slot.
+-- around the type name, that the caller derives from taskscale/keys.py.  All
+-- keys share the namespace's hash tag, so they live in KEYS[1]'s slot.  A
+-- type's ready tasks are one field of KEYS[6], not ten LLENs; its ready lists
+-- are read only for the types whose oldest ready task is asked for.
 --
 -- ARGV[1]        worker record key prefix (a record is ARGV[1] .. W)
 -- ARGV[2]        delayed zset template: the text before the type name
@@ -23,7 +26,9 @@
 --                next n, the number of types, then the n type names;
 --                next m, the number of stats fields, then the m fields;
 --                next k, the number of look-ahead windows, then k pairs
---                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead]
+--                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead];
+--                next a, the number of types whose oldest ready task is read,
+--                then their indexes 1..n (the others' ready age comes back as -2)
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers, schedulers, oldest[n],
@@ -32,10 +37,10 @@
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
 --   oldest[i]   = {ready age ms, due age ms}: how long the oldest ready task has
---                 waited (lib/oldest_ready.lua: the rule the console shares), and
---                 how long the earliest due delayed task has been due; -1 when
---                 there is none.  Redis clock.
---   limits[i]   = the type's JSON limits, nil if none (empty without KEYS[5])
+--                 waited (lib/oldest_ready.lua: the rule the console shares; -2
+--                 when not asked for), and how long the earliest due delayed
+--                 task has been due; -1 when there is none.  Redis clock.
+--   limits[i]   = the type's JSON limits, nil if none
 --
 -- Errors: none
 
@@ -62,6 +67,7 @@ local list_templates, levels = take_list(2)
 local names, n = take_list(1)
 local fields, m = take_list(1)
 local windows, k = take_list(2)
+local aged = take_list(1)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
 local function hmget_all(key, wanted)
@@ -79,61 +85,49 @@ end
 
 local active = hmget_all(KEYS[1], names)
 local idle = hmget_all(KEYS[2], names)
+local ready_counts = hmget_all(KEYS[6], names)
 
 --! include lib/oldest_ready.lua
 
--- Most types of a large deployment are empty at any instant, and each call
--- from Lua has a cost, so count before reading: one EXISTS over the delayed
--- set and the ready lists says how many of them hold something (a key exists
--- only while it is non-empty).  An empty type costs that one call; otherwise
--- the LLEN loop stops once it has seen every non-empty list (the caller puts
--- the default priority's list first).
-local function counts(name)
-    local delayed = delayed_before .. name .. delayed_after
-    local keys = {delayed}
+local function ready_age(name)
+    local lists = {}
     for j = 1, levels do
-        keys[j + 1] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
+        lists[j] = list_templates[2 * j - 1] .. name .. list_templates[2 * j]
     end
-    local remaining = redis.call('EXISTS', unpack(keys))
-    local queued, due, size = 0, 0, 0
-    local oldest = {-1, -1}
-    if remaining == 0 then
-        return delayed, size, queued, due, oldest
-    end
-    size = redis.call('ZCARD', delayed)
-    if size > 0 then
-        remaining = remaining - 1
-        due = redis.call('ZCOUNT', delayed, '-inf', now)
-        if due > 0 then
-            local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-            oldest[2] = math.max(0, now - tonumber(first[2]))
-        end
-    end
-    local j = 2
-    local ready = {}
-    while remaining > 0 do
-        local len = redis.call('LLEN', keys[j])
-        if len > 0 then
-            queued = queued + len
-            remaining = remaining - 1
-            ready[#ready + 1] = keys[j]
-        end
-        j = j + 1
-    end
-    oldest[1] = oldest_ready_ms(ready, now)
-    return delayed, size, queued, due, oldest
+    return oldest_ready_ms(lists, now)
 end
 
+local wants_age = {}
+for _, i in ipairs(aged) do
+    wants_age[tonumber(i)] = true
+end
+
+-- Per type: its ready count from KEYS[6] (read as 0 when below: claims of
+-- tasks a producer pushed without counting, until the scheduler's recount
+-- repairs it), the
+-- earliest delayed task first (an empty set costs that one call; a set
+-- with nothing due costs no ZCOUNT), the stats counters.
 local per_type = {}
 local delayed_keys = {}
-local delayed_size = {}
 local oldest = {}
 for i = 1, n do
     local name = names[i]
-    local delayed, size, queued, due, ages = counts(name)
+    local queued = math.max(0, tonumber(ready_counts[i]) or 0)
+    local delayed = delayed_before .. name .. delayed_after
+    local due, ages = 0, {-2, -1}
+    local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+    if first[2] then
+        delayed_keys[i] = delayed
+        local earliest = tonumber(first[2])
+        if earliest <= now then
+            due = redis.call('ZCOUNT', delayed, '-inf', now)
+            ages[2] = now - earliest
+        end
+    end
+    if wants_age[i] then
+        ages[1] = queued > 0 and ready_age(name) or -1
+    end
     oldest[i] = ages
-    delayed_keys[i] = delayed
-    delayed_size[i] = size
     local row = {queued, due}
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
@@ -149,7 +143,7 @@ for w = 1, k do
     local i = tonumber(windows[2 * w - 1])
     local lead = tonumber(windows[2 * w])
     upcoming[w] = 0
-    if delayed_size[i] > 0 then
+    if delayed_keys[i] then
         upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
     end
 end
@@ -170,6 +164,6 @@ end
 -- Live schedulers: without one, due delayed tasks never become ready.
 local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 
-local limits = KEYS[5] and hmget_all(KEYS[5], names) or {}
+local limits = hmget_all(KEYS[5], names)
 
 return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits}

@@ -24,6 +24,7 @@ local limit = tonumber(ARGV[2]) or 1000
 --! include lib/stamp.lua
 --! include lib/ready.lua
 --! include lib/wake_cap.lua
+--! include lib/queued.lua
 
 local promoted, more, next_due, late = 0, 0, -1, 0
 for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -42,6 +43,7 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
             end
         end
         local n = #due / 2
+        count_queued(ttype, n)
         promoted = promoted + n
         local wkey = prefix .. 'wake:' .. ttype
         local tokens = {}

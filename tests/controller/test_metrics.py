@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from support.controller import push_ready
 from taskscale.controller.metrics import (
     API_OPERATIONS,
     REDIS_OPERATIONS,
@@ -203,7 +204,7 @@ def test_oldest_task_age_is_what_the_queue_wait_rule_compares_due_tasks_only_wit
     seconds, micros = r.time()
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     ready = {"id": "r", "type": "mail", "enqueued_ms": now_ms - 30_000}
-    r.rpush(keys.queue("mail", DEFAULT_PRIORITY), json.dumps(ready))
+    push_ready(r, keys, "mail", DEFAULT_PRIORITY, json.dumps(ready))
     r.zadd(keys.delayed("mail"), {json.dumps({"id": "d", "type": "mail"}): now_ms - 200_000})
     p = ScalingPolicy(
         types=(TypePolicy("mail", max_queue_wait_s=100.0),),

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from support.controller import CountingConnection, evalsha_calls
+from support.controller import CountingConnection, evalsha_calls, push_ready
 from support.redis_server import RedisServer
 from taskscale.controller.observer import (
     DemandListener,
@@ -20,7 +20,7 @@ from taskscale.controller.observer import (
     ObserveRequest,
 )
 from taskscale.controller.types import busy_by_pod
-from taskscale.keys import Keys
+from taskscale.keys import DEFAULT_PRIORITY, Keys
 from taskscale.producer import Call, Producer
 
 pytestmark = pytest.mark.integration
@@ -59,10 +59,10 @@ def register_worker(
 
 
 def test_queued_sums_every_priority_level(r: redis.Redis, keys: Keys) -> None:
-    r.rpush(keys.queue("email", 0), envelope("email", 1))
-    r.rpush(keys.queue("email", 5), envelope("email", 2), envelope("email", 3))
-    r.rpush(keys.queue("email", 9), envelope("email", 4))
-    r.rpush(keys.queue("other", 5), envelope("other", 1))
+    push_ready(r, keys, "email", 0, envelope("email", 1))
+    push_ready(r, keys, "email", 5, envelope("email", 2), envelope("email", 3))
+    push_ready(r, keys, "email", 9, envelope("email", 4))
+    push_ready(r, keys, "other", 5, envelope("other", 1))
 
     obs = Observer(r, keys).observe({"s": ObserveRequest(types=("email",), lead_s=30)})
 
@@ -166,7 +166,7 @@ def test_shared_types_are_read_once_and_each_scaler_gets_its_own_lead(
 ) -> None:
     now = redis_ms(r)
     r.zadd(keys.delayed("shared"), {envelope("shared", 1): now + 20_000})
-    r.rpush(keys.queue("shared"), envelope("shared", 2))
+    push_ready(r, keys, "shared", DEFAULT_PRIORITY, envelope("shared", 2))
 
     obs = Observer(r, keys).observe(
         {
@@ -200,7 +200,7 @@ def test_observe_is_one_round_trip_for_all_scalers(redis_url: str, keys: Keys) -
     client = redis.Redis(connection_pool=pool)
     spy = redis.Redis.from_url(redis_url)
     for i in range(50):
-        spy.rpush(keys.queue(f"t{i}", i % 10), envelope(f"t{i}", i))
+        push_ready(spy, keys, f"t{i}", i % 10, envelope(f"t{i}", i))
     requests = {
         f"scaler{s}": ObserveRequest(tuple(f"t{i}" for i in range(s, 50, 5)), 30) for s in range(5)
     }
@@ -219,7 +219,7 @@ def test_observe_is_one_round_trip_for_all_scalers(redis_url: str, keys: Keys) -
 
 
 def test_observe_reloads_its_script_after_a_script_flush(r: redis.Redis, keys: Keys) -> None:
-    r.rpush(keys.queue("email"), envelope("email", 1))
+    push_ready(r, keys, "email", DEFAULT_PRIORITY, envelope("email", 1))
     observer = Observer(r, keys)
     observer.observe({"s": ObserveRequest(("email",), 0)})
     r.script_flush()

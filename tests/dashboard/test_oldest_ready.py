@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from support.controller import push_ready
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.dashboard import data
 from taskscale.keys import DEFAULT_PRIORITY, Keys
@@ -33,7 +34,7 @@ def redis_ms(r: redis.Redis) -> int:
 def push(r: redis.Redis, task_type: str, level: int, envelope: object) -> None:
     raw = envelope if isinstance(envelope, str) else json.dumps(envelope)
     r.sadd(KEYS.types, task_type)
-    r.rpush(KEYS.queue(task_type, level), raw)
+    push_ready(r, KEYS, task_type, level, raw)
 
 
 def fill(r: redis.Redis) -> None:

@@ -14,6 +14,7 @@ import pytest
 import redis
 from limits_tasks import FINISHED, PEAKS, RUNNING
 
+from support.counters import queued_and_lengths
 from support.waiting import wait_until
 from support.workers import live_pids, taskscale_process, worker_argv
 from taskscale.keys import Keys
@@ -131,6 +132,9 @@ def test_killed_workers_give_back_cap_slots_and_unique_keys(
     assert not list(r.scan_iter(match=keys.prefix + "unique:*"))
     assert not list(r.scan_iter(match=keys.prefix + "inflight:*"))
     assert r.llen(keys.dead("limcap")) == 0  # nothing lost, nothing given up on
+    # the ready count, put back over the cap and returned by reaps, stayed exact
+    assert queued_and_lengths(r, keys, "limcap") == (0, 0)
+    assert int(stats.get(b"queued_repaired", 0)) == 0
 
 
 def _worker_id(r: redis.Redis, keys: Keys, pid: int) -> str:

@@ -34,9 +34,19 @@ def enqueue(r: redis.Redis, keys: Keys, task_type: str, count: int = 1) -> None:
         envelope = {"id": uuid.uuid4().hex, "type": task_type, "args": [], "kwargs": {}}
         pipe.rpush(queue, json.dumps(envelope))
     pipe.sadd(keys.types, task_type)
+    pipe.hincrby(keys.queued, task_type, count)
     pipe.hincrby(keys.stats(task_type), "enqueued", count)
     pipe.rpush(keys.wake(task_type), 1)
     pipe.publish(keys.demand_channel, task_type)
+    pipe.execute()
+
+
+def push_ready(r: redis.Redis, keys: Keys, task_type: str, level: int, *envelopes: str) -> None:
+    """RPUSH ``envelopes`` to a ready list and count them in QUEUED, in one
+    MULTI, as the schema asks of a producer (docs/schema.md, "The ready count")."""
+    pipe = r.pipeline(transaction=True)
+    pipe.rpush(keys.queue(task_type, level), *envelopes)
+    pipe.hincrby(keys.queued, task_type, len(envelopes))
     pipe.execute()
 
 
@@ -45,6 +55,7 @@ def start_tasks(r: redis.Redis, keys: Keys, task_type: str, count: int) -> None:
     queue = keys.queue(task_type, DEFAULT_PRIORITY)
     for _ in range(count):
         assert r.lpop(queue) is not None
+    r.hincrby(keys.queued, task_type, -count)
     r.hincrby(keys.active, task_type, count)
 
 
@@ -134,3 +145,9 @@ def evalsha_calls(client: redis.Redis) -> int:
     """How many EVALSHA the server has run (its command statistics)."""
     stats = client.info("commandstats")
     return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def redis_ms(r: redis.Redis) -> int:
+    """Now on the Redis clock, unix ms."""
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000

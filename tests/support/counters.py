@@ -16,3 +16,14 @@ def active(r: redis.Redis, keys: Keys, task_type: str) -> int:
 def stat(r: redis.Redis, keys: Keys, task_type: str, name: str) -> int:
     """One per-type statistic (``completed``, ``failed``, ``requeued``, ...)."""
     return int(r.hget(keys.stats(task_type), name) or 0)
+
+
+def queued_and_lengths(r: redis.Redis, keys: Keys, task_type: str) -> tuple[int, int]:
+    """QUEUED[task_type] and the length of its ready lists, read in one MULTI
+    (one instant: no script runs between them)."""
+    pipe = r.pipeline(transaction=True)
+    pipe.hget(keys.queued, task_type)
+    for q in keys.queues(task_type):
+        pipe.llen(q)
+    counted, *lengths = pipe.execute()
+    return int(counted or 0), sum(lengths)

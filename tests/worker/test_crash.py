@@ -2,7 +2,10 @@
 
 Afterwards every task has completed at least once, only tasks that were in
 flight on a killed worker ran more than once, ACTIVE_TASKS is exactly 0 and
-was never decremented below 0, and nothing is left in flight.
+was never decremented below 0, and nothing is left in flight.  The ready
+count QUEUED equals the ready lists' length at every sample taken during the
+kills (one MULTI each) and at the end, and the schedulers' recounts never
+had to repair it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 import redis
 from crash_tasks import FINISHED, STARTED
 
+from support.counters import queued_and_lengths
 from support.waiting import wait_until
 from support.workers import live_pids, taskscale_process, worker_argv
 from taskscale.connection import connect
@@ -63,6 +67,7 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
     number_of = {tid: n for n, tid in enumerate(now_ids + later_ids)}
 
     negative: list[int] = []
+    queued_off: list[tuple[int, int]] = []  # (QUEUED, lists' length) seen apart
     sampling = threading.Event()
 
     def sample_active() -> None:
@@ -72,6 +77,9 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
             value = int(sampler.hget(keys.active, "crashsleep") or 0)
             if value < 0:
                 negative.append(value)
+            counted, length = queued_and_lengths(sampler, keys, "crashsleep")
+            if counted != length:
+                queued_off.append((counted, length))
             time.sleep(0.005)
         sampler.close()
 
@@ -141,3 +149,6 @@ def test_sigkilled_workers_lose_nothing_and_rerun_only_what_was_in_flight(
     assert not list(r.scan_iter(match=keys.prefix + "inflight:*"))
     assert r.zcard(keys.workers) == 0
     assert r.llen(keys.queue("crashsleep")) == 0 and r.zcard(keys.delayed("crashsleep")) == 0
+    assert queued_and_lengths(r, keys, "crashsleep") == (0, 0)
+    assert queued_off == []  # exact at every sample, kills and reaps included
+    assert int(stats.get(b"queued_repaired", 0)) == 0  # the recounts found nothing to fix

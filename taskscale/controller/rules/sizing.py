@@ -62,26 +62,43 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
     no_scheduler_alive = not scheduler_alive(observation)
     stranded = capped = 0
     cap_notes: list[str] = []
+    tpr = policy.tasks_per_replica
+    types = observation.types
+    at = observation.at
+    # One loop over the types, on plain ints: a dataclasses.replace per type
+    # (a due count zeroed, a cap applied) cost more than everything else here.
     for tp in policy.types:
         name = tp.name
-        obs = observation.types.get(name, _NEVER_SEEN)
-        if no_scheduler_alive and obs.due:  # nothing can promote them: not claimable work
-            stranded += obs.due
-            obs = dataclasses.replace(obs, due=0)
-        raw, (obs, over) = obs, within_cap(obs, policy.tasks_per_replica, cap_notes)
-        capped += over
-        queued += obs.queued
-        due += obs.due
-        active += obs.active
-        upcoming += obs.upcoming
-        wait = _idle_wait(obs, tp.idle_threshold_s, observation.at)
-        if wait > 0:
-            all_idle = False
-            if wait > longest_wait:
-                longest_wait = wait
-                idle_note = _idle_note(name, obs, tp.idle_threshold_s, observation.at)
-            if base is not None and dt > 0:
-                busy_rate += _type_rate(name, raw, base.types.get(name), dt, details)
+        obs = types.get(name, _NEVER_SEEN)
+        q, d, a, u = obs.queued, obs.due, obs.active, obs.upcoming
+        if no_scheduler_alive and d:  # nothing can promote them: not claimable work
+            stranded += d
+            d = 0
+        ready = q + d  # before the cap: the rate counts every arrival
+        if obs.concurrency_limit:
+            kept, over = within_cap(
+                obs if d == obs.due else dataclasses.replace(obs, due=d), tpr, cap_notes
+            )
+            capped += over
+            q, d, u = kept.queued, kept.due, kept.upcoming
+        queued += q
+        due += d
+        active += a
+        upcoming += u
+        if q or d or a:
+            wait = math.inf
+        elif obs.idle_since is None:  # never finished a task: never seen
+            continue
+        else:
+            wait = max(0.0, tp.idle_threshold_s - (at - obs.idle_since))
+            if wait <= 0:
+                continue
+        all_idle = False
+        if wait > longest_wait:
+            longest_wait = wait
+            idle_note = _idle_note(name, q or d or a, obs, tp.idle_threshold_s, at)
+        if base is not None and dt > 0:
+            busy_rate += _type_rate(name, obs, ready, base.types.get(name), dt, details)
     return Sizing(
         queued=queued,
         due=due,
@@ -98,17 +115,10 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
     )
 
 
-def _idle_wait(obs: TypeObservation, threshold_s: float, at: float) -> float:
-    """Seconds until the type counts as idle (0 = idle now; inf = busy)."""
-    if obs.queued or obs.due or obs.active:
-        return math.inf
-    if obs.idle_since is None:  # never finished a task: never seen
-        return 0.0
-    return max(0.0, threshold_s - (at - obs.idle_since))
-
-
-def _idle_note(name: str, obs: TypeObservation, threshold_s: float, at: float) -> str:
-    if obs.queued or obs.due or obs.active:
+def _idle_note(
+    name: str, has_work: int, obs: TypeObservation, threshold_s: float, at: float
+) -> str:
+    if has_work:
         return f"{name!r} has work"
     idle_for = at - (obs.idle_since or at)
     return f"{name!r} idle {idle_for:.0f} s of {threshold_s:g} s"
@@ -123,17 +133,19 @@ def _increase(old: int, new: int) -> int:
 def _type_rate(
     name: str,
     obs: TypeObservation,
+    ready: int,
     old: TypeObservation | None,
     dt: float,
     details: dict[str, float],
 ) -> float:
-    """Tasks of one type kept busy by its arrivals: arrival rate x service time."""
+    """Tasks of one type kept busy by its arrivals: arrival rate x service time
+    (``ready``: its queued + due tasks now, due ones only if they can be promoted)."""
     if old is None:
         old = _NEVER_SEEN
     claimed = obs.claimed_total - old.claimed_total
     if claimed < 0:  # counter reset (see _increase), inlined: this runs per type
         claimed = obs.claimed_total
-    arrivals = claimed + (obs.queued + obs.due) - (old.queued + old.due)
+    arrivals = claimed + ready - (old.queued + old.due)
     finished = _increase(
         old.completed_total + old.failed_total, obs.completed_total + obs.failed_total
     )

@@ -13,6 +13,7 @@
 
 --! include lib/stamp.lua
 --! include lib/wake_cap.lua
+--! include lib/queued.lua
 
 local function back_to_head(env, count_reap)
     local ok, doc = pcall(cjson.decode, env)
@@ -34,6 +35,7 @@ local function back_to_head(env, count_reap)
         env = stamp_json(env, 'reaped', string.format('%d', reaped))
     end
     local qkey = prefix .. 'q:' .. ttype .. ':' .. level
+    count_queued(ttype, 1)
     if redis.call('LPUSH', qkey, env) == 1 then
         redis.call('PUBLISH', prefix .. 'demand', ttype)
     end

@@ -20,6 +20,7 @@
 --! include lib/stamp.lua
 --! include lib/fanout_done.lua
 --! include lib/wake_cap.lua
+--! include lib/queued.lua
 
 local function fanout_final(f, outcome, env, result, unreleased)
     local fkey = prefix .. 'fanout:' .. f
@@ -55,6 +56,7 @@ local function fanout_final(f, outcome, env, result, unreleased)
     end
     if nxt then
         local qkey = prefix .. 'q:' .. st[1] .. ':' .. (st[2] or '5')
+        count_queued(st[1], 1)
         local stamped = stamp_first(nxt, 'enqueued_ms', string.format('%d', now))
         if redis.call('RPUSH', qkey, stamped) == 1 then
             redis.call('PUBLISH', prefix .. 'demand', st[1])

@@ -23,10 +23,14 @@ local function level_and_id(env)
     return level, id, nil
 end
 
--- to_ready(ttype, level, env): RPUSH env to q:T:P, a wake token, and the
--- demand signal when the list goes from empty to non-empty.
+-- to_ready(ttype, level, env): RPUSH env to q:T:P (QUEUED[T] + 1), a wake
+-- token, and the demand signal when the list goes from empty to non-empty.
+
+--! include lib/queued.lua
+
 local function to_ready(ttype, level, env)
     local qkey = prefix .. 'q:' .. ttype .. ':' .. level
+    count_queued(ttype, 1)
     if redis.call('RPUSH', qkey, env) == 1 then
         redis.call('PUBLISH', prefix .. 'demand', ttype)
     end

@@ -1,0 +1,130 @@
+"""observe.lua's arguments for a set of scalers' requests, laid out once.
+
+Why apart from the observer: the layout (types deduplicated across scalers,
+key templates derived from taskscale.keys, look-ahead windows, which types'
+oldest ready task is read on every pass) is computed once per set of
+requests and cached; the observer only appends the per-pass part and reads
+the reply.  Per-type key names are built inside the script from (before,
+after) templates: passing ~12 names per type as KEYS cost more than the
+reads.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from taskscale.controller.source_spec import TypeSource
+from taskscale.keys import DEFAULT_PRIORITY, PRIORITY_LEVELS, Keys, check_name
+
+#: Stats counters read per type, in the order of TypeObservation's *_total fields.
+STAT_FIELDS: tuple[str, ...] = (
+    "enqueued",
+    "claimed",
+    "completed",
+    "failed",
+    "service_ms",
+    "wait_ms",
+    "dead",
+    "cancelled",
+    "unique_hits",
+    "dead_dropped",
+)
+
+
+@dataclass(frozen=True)
+class ObserveRequest:
+    """What one scaler wants read: its task types and its warm-up lead."""
+
+    types: tuple[str, ...]
+    #: Delayed tasks due within this many seconds after now are "upcoming".
+    lead_s: float
+    #: Types read from another source (Celery, RQ, lists; see sources.py);
+    #: only :class:`SourcedObserver` reads them, :class:`Observer` ignores them.
+    sources: tuple[TypeSource, ...] = ()
+    #: Types whose oldest ready task is read on every pass (decoding the head
+    #: of each of their ready lists): those with a queue-wait target.  None:
+    #: all of ``types``.  The others' is read every ``Observer.ages_every_s``.
+    ages: tuple[str, ...] | None = None
+
+    def narrowed(self, types: tuple[str, ...]) -> ObserveRequest:
+        """This request for ``types`` only (a subset), without sources: what the
+        native observer of one namespace is asked."""
+        ages = None if self.ages is None else tuple(t for t in self.ages if t in types)
+        return ObserveRequest(types=types, lead_s=self.lead_s, ages=ages)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The script's arguments for one set of requests (cached between polls)."""
+
+    types: tuple[str, ...]
+    keys: tuple[str, ...]
+    args: tuple[str | int, ...]
+    #: (type, lead ms) of each look-ahead window, in the script's order.
+    windows: tuple[tuple[str, int], ...]
+    #: 0-based index in ``types`` of each window's type.
+    window_types: tuple[int, ...]
+    #: 1-based indexes of the types whose oldest ready task every pass reads.
+    every_pass_ages: tuple[int, ...]
+
+
+def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
+    """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV
+    (all but the last list, the types whose oldest ready task is read)."""
+    types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
+    for t in types:
+        check_name("task type", t)  # it becomes part of key names inside the script
+    index = {t: i + 1 for i, t in enumerate(types)}
+    windows = tuple(dict.fromkeys((t, lead_ms(r)) for r in requests.values() for t in r.types))
+    lists = [_template(functools.partial(keys.queue, priority=p)) for p in _levels_common_first()]
+    args: list[str | int] = [
+        keys.worker(""),
+        *_template(keys.delayed),
+        *_template(keys.stats),
+        len(lists),
+        *(part for pair in lists for part in pair),
+        len(types),
+        *types,
+        len(STAT_FIELDS),
+        *STAT_FIELDS,
+        len(windows),
+        *(value for t, ms in windows for value in (index[t], ms)),
+    ]
+    aged = dict.fromkeys(
+        t for r in requests.values() for t in (r.types if r.ages is None else r.ages)
+    )
+    every_pass = tuple(index[t] for t in aged if t in index)
+    script_keys = (
+        keys.active,
+        keys.idle_since,
+        keys.workers,
+        keys.schedulers,
+        keys.limits,
+        keys.queued,
+    )
+    window_types = tuple(index[t] - 1 for t, _ in windows)
+    return Plan(types, script_keys, tuple(args), windows, window_types, every_pass)
+
+
+def lead_ms(request: ObserveRequest) -> int:
+    """The request's warm-up lead in whole ms (never below 0)."""
+    return max(0, round(request.lead_s * 1000))
+
+
+#: Stands for the type name while a key template is derived from Keys.
+_MARK = "\x00"
+
+
+def _template(key_of_type: Callable[[str], str]) -> tuple[str, str]:
+    """(before, after) around the type name in a per-type key, derived from
+    taskscale.keys so the script never spells a key name itself."""
+    before, after = key_of_type(_MARK).split(_MARK)
+    return before, after
+
+
+def _levels_common_first() -> list[int]:
+    """Priority levels, the default first: the oldest-ready read goes through
+    the lists in this order, and most tasks use the default."""
+    return [DEFAULT_PRIORITY, *(p for p in range(PRIORITY_LEVELS) if p != DEFAULT_PRIORITY)]
