@@ -89,7 +89,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Producers", ("enqueue", "fanout_submit", "fanout_open", "fanout_add", "fanout_close",
                    "cancel", "limits_set", "schedule_add", "schedule_control")),
     ("Workers", ("heartbeat", "catalog", "claim", "complete", "fail", "requeue")),
-    ("Schedulers", ("promote", "reap", "scheduler_beat", "schedule_advance")),
+    ("Schedulers", ("promote", "reap", "scheduler_beat", "schedule_advance", "queued_recount")),
     ("Tracked processes (Celery, RQ, any code)", ("track_start", "track_stop", "track_sync")),
     ("Operators", ("admin_dead", "admin_delayed", "admin_purge", "admin_forget",
                    "task_lookup")),

@@ -10,8 +10,12 @@
 --
 -- ARGV[1]  key prefix "{ns}:"
 --
--- Each fix adds 1 to stats "queued_repaired" of T.  Returns {types
--- checked, types repaired, sum of |count - lengths| over the repaired}.
+-- Each fix adds 1 to stats "queued_repaired" of T.
+--
+-- Returns {types checked, types repaired, sum of |count - lengths| over the
+-- repaired}.
+--
+-- Errors: none
 
 local prefix = ARGV[1]
 local counted = {}
