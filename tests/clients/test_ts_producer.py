@@ -124,10 +124,15 @@ def test_rpc_from_typescript_to_python(redis_url: str, r: redis.Redis, keys: Key
         assert run_node(redis_url, "calls", {"type": "echo", "n": 20}) == [
             {"args": [i], "kwargs": {}} for i in range(20)
         ]
-        err = run_node(redis_url, "call", {"type": "fail", "args": ["boom"]})
+        now = {"type": "fail", "args": ["boom"], "opts": {"maxRetries": 0}}
+        err = run_node(redis_url, "call", now)
         assert err["name"] == "RemoteError" and err["errorType"] == "ExampleFailure"
         assert err["remoteMessage"] == "boom"
-        assert stat(r, keys, "fail", "retried") == 0  # an RPC's max_retries is 0 by default
+        assert stat(r, keys, "fail", "retried") == 0  # maxRetries 0: the first error is the reply
+        # Unset: the task's own retries (3), as Python's call(); with no scheduler
+        # to promote the retry, the caller times out and the task waits delayed.
+        kept = run_node(redis_url, "call", {"type": "fail", "args": ["x"], "opts": {"timeout": 1}})
+        assert kept["name"] == "TaskTimeout" and stat(r, keys, "fail", "retried") == 1
     out = run_node(redis_url, "call", {"type": "nobody", "opts": {"timeout": 0.5}})
     assert out["name"] == "TaskTimeout" and "no live worker serves 'nobody'" in out["message"]
     refused = run_node(redis_url, "call", {"type": "gone", "opts": {"requireWorker": True}})

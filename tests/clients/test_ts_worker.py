@@ -76,12 +76,12 @@ def test_rpc_from_python_to_typescript(redis_url: str, r: redis.Redis, keys: Key
         }
         assert call(r, "sleep", seconds=0.1, timeout=10) == 0.1
         with pytest.raises(RemoteError) as failed:
-            call(r, "fail", "boom", timeout=10)
+            call(r, "fail", "boom", timeout=10, options=CallOptions(max_retries=0))
         assert (failed.value.error_type, failed.value.message) == ("ExampleFailure", "boom")
         with pytest.raises(RemoteError) as unknown:
             call(r, "ghost", timeout=10)
         assert unknown.value.error_type == "UnknownTaskType"
-        slow = CallOptions(task_options=TaskOptions(timeout=0.2))
+        slow = CallOptions(max_retries=0, task_options=TaskOptions(timeout=0.2))
         with pytest.raises(RemoteError) as late:
             call(r, "sleep", 5, timeout=10, options=slow)
         assert late.value.error_type == "RunTimeout"

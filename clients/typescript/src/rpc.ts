@@ -35,7 +35,9 @@ export class NoLiveWorker extends Error {
 export interface CallOptions extends Omit<EnqueueOptions, "taskId" | "extra" | "uniqueKey" | "uniqueFor"> {
   /** Seconds to wait for the reply (default 30; null: forever). */
   timeout?: number | null;
-  /** Retries before the error is the reply (default 0: the caller wants it now). */
+  /** Retries before the error is the reply. Unset (the default): the task's own, as for any
+   * enqueue (options.maxRetries, else the worker's registered or default 3; a retry is
+   * promoted by a running `taskscale scheduler`). 0: the first error is the reply, at once. */
   maxRetries?: number;
   /** Refuse (NoLiveWorker) instead of enqueueing when no live worker serves the type. */
   requireWorker?: boolean;
@@ -112,7 +114,8 @@ export class RpcHandle {
 export async function callAsync(ctx: Context, type: string, args: Args = [], opts: CallOptions = {}): Promise<RpcHandle> {
   if (opts.requireWorker && (await liveWorkersServing(ctx, type)).length === 0) throw new NoLiveWorker(type);
   const taskId = newTaskId();
-  const options = { ...(opts.options ?? {}), maxRetries: opts.maxRetries ?? opts.options?.maxRetries ?? 0 };
+  const maxRetries = opts.maxRetries ?? opts.options?.maxRetries;
+  const options = maxRetries === undefined ? { ...(opts.options ?? {}) } : { ...(opts.options ?? {}), maxRetries };
   await enqueue(ctx, type, args, { ...opts, options, taskId, extra: { reply_to: ctx.keys.reply(taskId) } });
   return new RpcHandle(ctx, taskId, type);
 }
