@@ -69,16 +69,23 @@ def measure_drain(h: Harness, peer: str, workers: int, run: int) -> list[Sample]
         window = h.settings.drain_window
         timeout = 60 + window
         # CPU the workers (and Redis) spend per task once they run: taken
-        # from the first poll that sees a finished task to the end, so
-        # start-up (imports) is left out; unlike a rate, not diluted by the
-        # other work sharing the machine.
+        # from the first poll that sees a finished task from every worker
+        # process to the end, so start-up (imports) is left out -- a process
+        # that started late used to add its imports to the figure (issue 27);
+        # unlike a rate, not diluted by the other work sharing the machine.
         marks: list[tuple[ProbeTotals, float, float]] = []
 
         def first(seen: ProbeTotals) -> None:
             marks.append((seen, groups_cpu(procs), redis_cpu(h.client)))
 
         totals = wait_for_count(
-            h.client, n, timeout=timeout, procs=procs, window=window, on_first=first
+            h.client,
+            n,
+            timeout=timeout,
+            procs=procs,
+            window=window,
+            on_first=first,
+            processes=workers,
         )
         cpu_end, redis_end = groups_cpu(procs), redis_cpu(h.client)
         done = time.time()

@@ -22,6 +22,8 @@ class ProbeTotals:
     count: int
     first: float
     last: float
+    #: Worker processes that have finished a task (one probe each).
+    processes: int = 0
 
 
 def read_probes(client: redis.Redis) -> ProbeTotals:
@@ -37,6 +39,7 @@ def read_probes(client: redis.Redis) -> ProbeTotals:
         count=sum(int(r[b"count"]) for r in rows),
         first=min(firsts, default=0.0),
         last=max((float(r[b"last"]) for r in rows), default=0.0),
+        processes=sum(1 for r in rows if int(r[b"count"]) > 0),
     )
 
 
@@ -48,15 +51,17 @@ def wait_for_count(
     procs: Sequence[subprocess.Popen[bytes]],
     window: float | None = None,
     on_first: Any = None,
+    processes: int = 1,
 ) -> ProbeTotals:
     """Poll the probes until ``target`` tasks are done, or until ``window``
     seconds after the first task started; PeerFailed on timeout or when a
     worker process exits early. ``on_first(totals)`` is called at the first
-    poll that sees a finished task."""
+    poll that sees a finished task from each of ``processes`` worker
+    processes (so no worker's start-up -- imports -- falls after it)."""
     deadline = time.monotonic() + timeout
     totals = read_probes(client)
     while totals.count < target:
-        if on_first is not None and totals.count:
+        if on_first is not None and totals.count and totals.processes >= processes:
             on_first(totals)
             on_first = None
         if window is not None and totals.first and time.time() - totals.first > window:

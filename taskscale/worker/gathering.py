@@ -30,8 +30,15 @@ from collections.abc import Callable
 #: quiet machine, and gained 5-7 % only under a load average of 4-13; a
 #: claim taking exactly the free slots at once is the default again.
 CLAIM_GATHER_S = 0.0
-#: Outcome flushes at least this far apart while they come that fast.
-FLUSH_GATHER_S = 0.001
+#: Outcome flushes at least this far apart while they come that fast. 4 ms,
+#: not 1: with a task body that does I/O (one Redis INCR, a 1 ms sleep) a
+#: 2 x 16-thread drain finished ~2.5 outcomes per process per millisecond,
+#: so 1 ms flushes recorded two or three outcomes each, and the reporter's
+#: wake-ups, round trips and GIL hand-offs cost the worker ~20 us per task;
+#: 4 ms cut its CPU per task 15-30 % (issue 27, docs/benchmarks.md). An
+#: outcome (an RPC reply, a fan-out slot, ACTIVE_TASKS) is recorded at most
+#: this much later, and only while outcomes pour in.
+FLUSH_GATHER_S = 0.004
 
 
 class Gather:

@@ -3,7 +3,7 @@
 Every finished task waiting at the moment the reporter wakes is flushed in one
 ``complete.lua`` call (failures go through ``fail.lua``), so ACTIVE_TASKS
 never lags more than one round trip behind the executors -- plus, while
-outcomes pour in, at most ``gathering.FLUSH_GATHER_S`` (1 ms): flushes are
+outcomes pour in, at most ``gathering.FLUSH_GATHER_S`` (4 ms): flushes are
 spaced that far apart then, so each one records many outcomes.  Every
 ``heartbeat_s`` it renews the worker's lease and registry record (busy slots,
 per-type stats) and republishes the task catalog.
