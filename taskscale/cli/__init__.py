@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _unavailable(command: str, exc: ImportError, extra: str) -> object:
-    hint = f"; install with: pip install 'taskscale[{extra}]'" if extra else ""
+    hint = f"; install its extra: pip install -e '.[{extra}]' in a checkout" if extra else ""
 
     def run(_: argparse.Namespace) -> int:
         print(f"taskscale {command}: not available ({exc}){hint}", file=sys.stderr)

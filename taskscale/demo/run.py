@@ -38,7 +38,7 @@ from typing import Any
 
 import redis
 
-from taskscale.connection import ConnectionSettings, connect
+from taskscale.connection import ConnectionSettings, RedisTooOld, check, connect
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.local import LocalPool, LocalPoolSettings
@@ -131,6 +131,9 @@ def run_demo(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # while starting or stopping: everything is stopped
             print("taskscale demo: interrupted", file=sys.stderr)
             return 130
+        except RedisTooOld as exc:
+            print(f"taskscale demo: {exc}", file=sys.stderr)
+            return 2
         except (RuntimeError, redis.RedisError) as exc:
             print(f"taskscale demo: {exc}", file=sys.stderr)
             return 1
@@ -149,6 +152,7 @@ def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = N
         log_dir = settings.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         client = connect(ConnectionSettings(url, socket_timeout_s=5.0, client_retries=True))
         stack.callback(client.close)
+        check(client)  # reachable, and new enough for the scripts
         keys = Keys(settings.namespace)
         completed_before = _completed(client, keys)
         pool = LocalPool(_pool_settings(settings, url, log_dir))
