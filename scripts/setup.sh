@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# TASKSCALE_SETUP_DEMO=1: only what `make demo` needs -- redis-server, and the
+# package with the extras the demo uses (dashboard, demo); no browser, no
+# prometheus, no Kubernetes build, no test tools (implies TASKSCALE_SETUP_KUBE=0).
 # TASKSCALE_SETUP_KUBE=0: skip the Kubernetes build (the demo needs none of it).
 # TASKSCALE_SETUP_E2E=1: also what the end-to-end suite needs: the Docker
 # engine (images), containerd + runc + CNI plugins (the local kubelet),
@@ -14,8 +17,17 @@ cd "$(dirname "$0")/.."
 # the system browser; nothing is downloaded at test time).
 # prometheus: its promtool checks the alert rules (tests/chart/test_alerts.py,
 # part of `make test`); e2e scenario 3 runs its server.
-APT_PACKAGES=(redis-server chromium chromium-driver prometheus)
-if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+DEMO=${TASKSCALE_SETUP_DEMO:-0}
+KUBE=${TASKSCALE_SETUP_KUBE:-1}
+if [[ $DEMO == 1 ]]; then KUBE=0; fi
+if [[ $DEMO == 1 ]]; then
+  APT_PACKAGES=(redis-server)
+  EXTRAS="dashboard,demo"
+else
+  APT_PACKAGES=(redis-server chromium chromium-driver prometheus)
+  EXTRAS="controller,dashboard,demo,dev"
+fi
+if [[ $KUBE == 1 ]]; then
   APT_PACKAGES+=(openssl)
 fi
 if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
@@ -63,16 +75,22 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
+# The stamp records which pyproject.toml and which extras were installed: the
+# full set serves the demo too; the demo's set is topped up by a later `make test`.
 stamp=.venv/.taskscale-deps
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
-if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  echo "setup: installing Python packages into .venv"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[controller,dashboard,demo,dev]'
-  echo "$want" > "$stamp"
+want=$(sha256sum < pyproject.toml | cut -c1-16)
+have=$(cat "$stamp" 2>/dev/null || true)
+full="$want controller,dashboard,demo,dev"
+if [[ $have != "$want $EXTRAS" && $have != "$full" ]]; then
+  echo "setup: installing Python packages into .venv ($EXTRAS)"
+  if [[ $DEMO != 1 ]]; then
+    .venv/bin/pip install -q --upgrade pip
+  fi
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+  echo "$want $EXTRAS" > "$stamp"
 fi
 
-if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+if [[ $KUBE == 1 ]]; then
   if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
     bash e2e/cluster/build.sh --with-node
   else
