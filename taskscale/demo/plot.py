@@ -17,7 +17,8 @@ def write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> Non
     try:
         path = plot(result, plan, settings)
     except ImportError as exc:
-        print(f"no plot: {exc} (install the demo extra: pip install -e '.[demo]' in a checkout)", file=sys.stderr)
+        hint = "install the demo extra: pip install -e '.[demo]' in a checkout"
+        print(f"no plot: {exc} ({hint})", file=sys.stderr)
         return
     except (OSError, ValueError) as exc:  # unwritable, or a suffix matplotlib can't write
         print(f"no plot: cannot write {str(settings.out)!r}: {exc}", file=sys.stderr)
