@@ -71,6 +71,9 @@ def test_the_chart_readme_commands_run_on_a_real_api_server(
             }
             services = {s.metadata.name for s in core.list_namespaced_service(kube_namespace).items}
             secrets = {s.metadata.name for s in core.list_namespaced_secret(kube_namespace).items}
+        # NOTES.txt has nothing to warn about: every image is one of ours
+        notes = shell.run(f"helm get notes {RELEASE}", "NOTES.txt")
+        assert "not published" not in notes, notes
         # one release, which has everything the blocks added
         releases = helm("list", "-q", "--namespace", kube_namespace, env=shell.env).stdout.split()
         assert releases == [RELEASE]
@@ -94,3 +97,18 @@ def test_the_chart_readme_commands_run_on_a_real_api_server(
             assert named and set(named) <= services, (named, services)
     finally:
         helm("uninstall", RELEASE, "--namespace", kube_namespace, check=False, env=shell.env)
+
+
+def test_notes_name_the_image_values_to_set_while_they_are_the_unpublished_defaults(
+    kube_cluster: KubeCluster, kube_namespace: str, shell: Shell
+) -> None:
+    with kube_cluster.api_client() as api:
+        adopt_crd_if_present(api, RELEASE, kube_namespace)
+    out = shell.run(
+        f"helm install {RELEASE} charts/taskscale --dry-run=server --set examples.enabled=true",
+        "NOTES.txt",
+    )
+    notes = out[out.index("NOTES:") :]
+    assert "WARNING: the taskscale images are not published yet" in notes, notes
+    wanted = "image.repository, scheduler.image.repository, examples.worker.image.repository"
+    assert wanted in " ".join(notes.split()), notes
