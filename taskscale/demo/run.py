@@ -39,12 +39,10 @@ from typing import Any
 import redis
 
 from taskscale.connection import ConnectionSettings, RedisTooOld, check, connect
-from taskscale.controller.config import RedisRef, ScalerConfig
-from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.local import LocalPool, LocalPoolSettings
+from taskscale.controller.local_run import LocalScaler, start_local_reconciler
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
-from taskscale.controller.redis_clients import RedisClients
 from taskscale.demo.load import (
     EXAMPLES_MODULE,
     TASK_TYPE,
@@ -159,7 +157,7 @@ def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = N
         stack.callback(pool.stop_all, 15.0)
         _start_scheduler(stack, client, keys)
         reporter = ConsoleReporter()
-        reconciler = _start_reconciler(stack, settings, url, pool, reporter)
+        reconciler = _start_reconciler(stack, settings, pool, reporter)
         console = _start_dashboard(stack, settings, url)
         print(_banner(settings, url, log_dir) + console, flush=True)
         generator = LoadGenerator(Producer(client, keys=keys), plan, settings)
@@ -227,26 +225,18 @@ def _start_scheduler(stack: contextlib.ExitStack, client: RedisClient, keys: Key
 def _start_reconciler(
     stack: contextlib.ExitStack,
     settings: DemoSettings,
-    url: str,
     pool: LocalPool,
     reporter: ConsoleReporter,
 ) -> Reconciler:
-    loop = ReconcilerSettings(max_sleep_s=0.5)
-    clients = RedisClients(timeout_s=loop.redis_timeout_s)  # one for both
-    decisions = DecisionLog(reporter, clients=clients)  # the dashboard's scaling timeline
-    stack.callback(decisions.close)
-    reconciler = Reconciler(reporter=decisions, settings=loop, clients=clients)
-    config = ScalerConfig(
-        name="demo",
-        namespace="local",
-        target="local-pool",
-        redis=RedisRef(url=url, key_namespace=settings.namespace),
-        policy=settings.policy(),
-        poll_interval_s=settings.poll_interval_s,
+    scaler = LocalScaler(
+        pool.settings, settings.policy(), name="demo", poll_interval_s=settings.poll_interval_s
     )
-    decisions.bind(config, url)
-    reconciler.upsert(config, actuator=pool, redis_url=url)
-    stack.callback(reconciler.close)
+    # the dashboard's scaling timeline too (DecisionLog), as on one VM
+    local = start_local_reconciler(
+        scaler, pool, reporter=reporter, settings=ReconcilerSettings(max_sleep_s=0.5)
+    )
+    stack.callback(local.close)
+    reconciler = local.reconciler
     thread = threading.Thread(target=reconciler.run, name="demo-reconciler", daemon=True)
     thread.start()
     stack.callback(thread.join, 10)
