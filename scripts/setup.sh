@@ -34,6 +34,13 @@ if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
   APT_PACKAGES+=(docker.io containerd runc containernetworking-plugins iptables
                  debootstrap busybox-static)
 fi
+# TASKSCALE_SETUP_PLAN=1: print what would be installed, install nothing (a test reads it).
+if [[ "${TASKSCALE_SETUP_PLAN:-0}" == 1 ]]; then
+  echo "apt: ${APT_PACKAGES[*]}"
+  echo "extras: $EXTRAS"
+  echo "kube: $KUBE"
+  exit 0
+fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
