@@ -6,8 +6,10 @@ VENV := .venv/bin
 setup:
 	bash scripts/setup.sh
 
+# Only what the demo needs: redis-server and the dashboard + demo extras (no
+# browser, prometheus, Kubernetes build or test tools: those are `make test`'s).
 demo:
-	TASKSCALE_SETUP_KUBE=0 bash scripts/setup.sh
+	TASKSCALE_SETUP_DEMO=1 bash scripts/setup.sh
 	$(VENV)/taskscale demo
 
 lint:

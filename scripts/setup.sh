@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# TASKSCALE_SETUP_DEMO=1: only what `make demo` needs -- redis-server, and the
+# package with the extras the demo uses (dashboard, demo); no browser, no
+# prometheus, no Kubernetes build, no test tools (implies TASKSCALE_SETUP_KUBE=0).
 # TASKSCALE_SETUP_KUBE=0: skip the Kubernetes build (the demo needs none of it).
 # TASKSCALE_SETUP_E2E=1: also what the end-to-end suite needs: the Docker
 # engine (images), containerd + runc + CNI plugins (the local kubelet),
@@ -14,13 +17,29 @@ cd "$(dirname "$0")/.."
 # the system browser; nothing is downloaded at test time).
 # prometheus: its promtool checks the alert rules (tests/chart/test_alerts.py,
 # part of `make test`); e2e scenario 3 runs its server.
-APT_PACKAGES=(redis-server chromium chromium-driver prometheus)
-if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+DEMO=${TASKSCALE_SETUP_DEMO:-0}
+KUBE=${TASKSCALE_SETUP_KUBE:-1}
+if [[ $DEMO == 1 ]]; then KUBE=0; fi
+if [[ $DEMO == 1 ]]; then
+  APT_PACKAGES=(redis-server)
+  EXTRAS="dashboard,demo"
+else
+  APT_PACKAGES=(redis-server chromium chromium-driver prometheus)
+  EXTRAS="controller,dashboard,demo,dev"
+fi
+if [[ $KUBE == 1 ]]; then
   APT_PACKAGES+=(openssl)
 fi
 if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
   APT_PACKAGES+=(docker.io containerd runc containernetworking-plugins iptables
                  debootstrap busybox-static)
+fi
+# TASKSCALE_SETUP_PLAN=1: print what would be installed, install nothing (a test reads it).
+if [[ "${TASKSCALE_SETUP_PLAN:-0}" == 1 ]]; then
+  echo "apt: ${APT_PACKAGES[*]}"
+  echo "extras: $EXTRAS"
+  echo "kube: $KUBE"
+  exit 0
 fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -63,13 +82,19 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
+# The stamp records which pyproject.toml and which extras were installed: the
+# full set serves the demo too; the demo's set is topped up by a later `make test`.
 stamp=.venv/.taskscale-deps
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
-if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  echo "setup: installing Python packages into .venv"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[controller,dashboard,demo,dev]'
-  echo "$want" > "$stamp"
+want=$(sha256sum < pyproject.toml | cut -c1-16)
+have=$(cat "$stamp" 2>/dev/null || true)
+full="$want controller,dashboard,demo,dev"
+if [[ $have != "$want $EXTRAS" && $have != "$full" ]]; then
+  echo "setup: installing Python packages into .venv ($EXTRAS)"
+  if [[ $DEMO != 1 ]]; then
+    .venv/bin/pip install -q --upgrade pip
+  fi
+  .venv/bin/pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+  echo "$want $EXTRAS" > "$stamp"
 fi
 
 # The TypeScript client (clients/typescript) its tests run: Debian's nodejs
@@ -78,31 +103,34 @@ fi
 # into it (`taskscale scripts export`: never a hand copy) and the tsc build.
 # Each step is skipped while its stamp (the lockfile; the sources and
 # scripts) is unchanged.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "setup: installing nodejs npm (apt)"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
-fi
-ts=clients/typescript
-deps_stamp=$ts/node_modules/.taskscale-lock
-want=$(sha256sum "$ts/package-lock.json" | cut -c1-16)
-if [[ ! -f $deps_stamp || $(cat "$deps_stamp") != "$want" ]]; then
-  echo "setup: npm ci in $ts"
-  (cd "$ts" && npm ci --cache "$HOME/.cache/taskscale/npm" --no-audit --no-fund --loglevel=error >/dev/null)
-  echo "$want" > "$deps_stamp"
-fi
-build_stamp=$ts/dist/.taskscale-build
-want=$(cat "$ts/package-lock.json" "$ts/tsconfig.json" "$ts"/src/*.ts taskscale/scripts/*.lua \
-  taskscale/scripts/lib/*.lua taskscale/contract.py taskscale/luascripts.py | sha256sum | cut -c1-16)
-if [[ ! -f $build_stamp || $(cat "$build_stamp") != "$want" || ! -f $ts/lua/manifest.json ]]; then
-  echo "setup: building $ts (scripts export, tsc)"
-  rm -rf "$ts/lua"
-  .venv/bin/taskscale scripts export "$ts/lua" >/dev/null
-  (cd "$ts" && node node_modules/typescript/bin/tsc -p tsconfig.json)
-  echo "$want" > "$build_stamp"
+# Not for the demo (TASKSCALE_SETUP_DEMO=1), which runs no TypeScript.
+if [[ $DEMO != 1 ]]; then
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing nodejs npm (apt)"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  ts=clients/typescript
+  deps_stamp=$ts/node_modules/.taskscale-lock
+  want=$(sha256sum "$ts/package-lock.json" | cut -c1-16)
+  if [[ ! -f $deps_stamp || $(cat "$deps_stamp") != "$want" ]]; then
+    echo "setup: npm ci in $ts"
+    (cd "$ts" && npm ci --cache "$HOME/.cache/taskscale/npm" --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$want" > "$deps_stamp"
+  fi
+  build_stamp=$ts/dist/.taskscale-build
+  want=$(cat "$ts/package-lock.json" "$ts/tsconfig.json" "$ts"/src/*.ts taskscale/scripts/*.lua \
+    taskscale/scripts/lib/*.lua taskscale/contract.py taskscale/luascripts.py | sha256sum | cut -c1-16)
+  if [[ ! -f $build_stamp || $(cat "$build_stamp") != "$want" || ! -f $ts/lua/manifest.json ]]; then
+    echo "setup: building $ts (scripts export, tsc)"
+    rm -rf "$ts/lua"
+    .venv/bin/taskscale scripts export "$ts/lua" >/dev/null
+    (cd "$ts" && node node_modules/typescript/bin/tsc -p tsconfig.json)
+    echo "$want" > "$build_stamp"
+  fi
 fi
 
-if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
+if [[ $KUBE == 1 ]]; then
   if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
     bash e2e/cluster/build.sh --with-node
   else

@@ -11,12 +11,18 @@ errors until the server is back.
 Command-line tools, on the other hand, must fail fast with one readable line
 (a wrong URL, Redis down), not a traceback: :func:`check` pings once and
 raises :class:`RedisUnavailable` with :func:`taskscale.errors.describe_error`'s
-line.
+line.  It also reads the server's version: the scripts need Redis 7.0
+(``LMPOP``, ``#!lua flags=``), and an older server would fail later with a
+script error nobody can read, so :func:`check` raises
+:class:`RedisTooOld` ("Redis 6.2.14 is too old: taskscale needs 7.0 or
+later") instead.  Every process that starts from the command line (worker,
+scheduler, dashboard, demo, the one-shot commands) goes through it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -51,6 +57,14 @@ def redis_url_from_env(
 
 class RedisUnavailable(RuntimeError):
     """Redis could not be reached (the message is one line, for users)."""
+
+
+class RedisTooOld(RuntimeError):
+    """The server is older than :data:`MIN_REDIS_VERSION` (one line, for users)."""
+
+
+#: The oldest Redis the scripts run on: LMPOP (claim.lua) and ``#!lua flags=``.
+MIN_REDIS_VERSION = (7, 0)
 
 
 @dataclass(frozen=True)
@@ -109,8 +123,44 @@ def client_for(target: RedisLike) -> RedisClient:
 
 
 def check(client: RedisClient) -> None:
-    """PING once; raise :class:`RedisUnavailable` with one readable line if it fails."""
+    """PING once and read the server's version: :class:`RedisUnavailable` with
+    one readable line if Redis cannot be reached, :class:`RedisTooOld` if it
+    is older than :data:`MIN_REDIS_VERSION`."""
     try:
         client.ping()
+        info = client.info("server")
     except redis.RedisError as exc:
         raise RedisUnavailable(describe_error(exc, client=client)) from None
+    check_version(info)
+
+
+def check_version(info: Mapping[str, Any]) -> None:
+    """Raise :class:`RedisTooOld` if the ``INFO server`` reply ``info`` names a
+    version older than :data:`MIN_REDIS_VERSION`.
+
+    A cluster client's reply is one such mapping per node (the oldest node
+    counts).  A reply with no version, or one we cannot read, passes:
+    the check is there to explain a failure, not to refuse what may work."""
+    versions = _versions(info)
+    if not versions:
+        return
+    oldest = min(versions, key=lambda v: v[0])
+    if oldest[0] < MIN_REDIS_VERSION:
+        need = ".".join(map(str, MIN_REDIS_VERSION))
+        raise RedisTooOld(f"Redis {oldest[1]} is too old: taskscale needs {need} or later")
+
+
+def _versions(info: Mapping[str, Any]) -> list[tuple[tuple[int, ...], str]]:
+    text = info.get("redis_version")
+    if text is None:  # a cluster client: {node: {...}}
+        found = []
+        for node in info.values():
+            if isinstance(node, Mapping):
+                found += _versions(node)
+        return found
+    text = str(text)
+    try:
+        parts = tuple(int(p) for p in text.split(".")[:2])
+    except ValueError:  # not a version we can read: let it be (see check_version)
+        return []
+    return [(parts, text)]

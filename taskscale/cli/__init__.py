@@ -48,14 +48,18 @@ EXTRAS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with a known ``command``, only the module that
+    provides it is imported (``taskscale worker`` starts without importing the
+    controller, the console or the demo: a local worker starts sooner)."""
     parser = argparse.ArgumentParser(
         prog="taskscale",
         description="Redis task queue workers, scaled by demand.",
     )
     parser.add_argument("--version", action="version", version=f"taskscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in dict.fromkeys(SUBCOMMANDS.values()):
+    modules = [SUBCOMMANDS[command]] if command in SUBCOMMANDS else SUBCOMMANDS.values()
+    for module_name in dict.fromkeys(modules):
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:  # an optional part (e.g. controller extra) is missing
@@ -71,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _unavailable(command: str, exc: ImportError, extra: str) -> object:
-    hint = f"; install with: pip install 'taskscale[{extra}]'" if extra else ""
+    hint = f"; install its extra: pip install -e '.[{extra}]' in a checkout" if extra else ""
 
     def run(_: argparse.Namespace) -> int:
         print(f"taskscale {command}: not available ({exc}){hint}", file=sys.stderr)
@@ -81,8 +85,9 @@ def _unavailable(command: str, exc: ImportError, extra: str) -> object:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -24,6 +24,7 @@ from taskscale.checks import MAX_COUNT, MAX_SECONDS
 from taskscale.connection import (
     DEFAULT_REDIS_URL,
     REDIS_URL_ENV,
+    RedisTooOld,
     RedisUnavailable,
     check,
     connect,
@@ -132,9 +133,9 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         configure_logging(args)
         try:
             return run(args)
-        except (UsageError, ValueError, RedisUnavailable) as exc:
+        except (UsageError, ValueError, RedisUnavailable, RedisTooOld) as exc:
             print(f"taskscale {args.command}: {exc}", file=sys.stderr)
-            return 2 if isinstance(exc, UsageError | ValueError) else 1
+            return 2 if isinstance(exc, UsageError | ValueError | RedisTooOld) else 1
         except ListenError as exc:  # a metrics or dashboard port
             print(f"taskscale {args.command}: {exc}", file=sys.stderr)
             return exc.exit_code

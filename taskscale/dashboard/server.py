@@ -28,7 +28,7 @@ TOKEN_ENV = "TASKSCALE_DASHBOARD_TOKEN"
 DEFAULT_PORT = 8470
 #: The console listens on this host only unless told (docs/dashboard.md).
 DEFAULT_HOST = "127.0.0.1"
-MISSING = "the dashboard needs its extra: pip install 'taskscale[dashboard]'"
+MISSING = "the dashboard needs its extra: pip install -e '.[dashboard]' in a checkout"
 
 
 def available() -> bool:

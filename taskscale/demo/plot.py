@@ -17,7 +17,8 @@ def write_plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> Non
     try:
         path = plot(result, plan, settings)
     except ImportError as exc:
-        print(f"no plot: {exc} (pip install 'taskscale[demo]')", file=sys.stderr)
+        hint = "install the demo extra: pip install -e '.[demo]' in a checkout"
+        print(f"no plot: {exc} ({hint})", file=sys.stderr)
         return
     except (OSError, ValueError) as exc:  # unwritable, or a suffix matplotlib can't write
         print(f"no plot: cannot write {str(settings.out)!r}: {exc}", file=sys.stderr)
@@ -44,6 +45,12 @@ def plot(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> Path:
     ax_queue.set_ylabel("tasks")
     ax_rep.step(t, [s.replicas for s in samples], where="post", label="replicas")
     ax_rep.step(t, [s.desired for s in samples], "--", where="post", label="desired")
+    decided = [at for at, _ in result.from_zero]
+    ran = [first for _, first in result.from_zero if first is not None]
+    if decided:
+        ax_rep.plot(decided, [0] * len(decided), "v", color="#c60", label="decided (from 0)")
+    if ran:
+        ax_rep.plot(ran, [0] * len(ran), "o", color="#282", label="first task ran")
     ax_rep.set_ylabel("replicas")
     ax_rep.set_xlabel("seconds")
     ax_rep.set_ylim(-0.3, settings.max_replicas + 0.5)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from taskscale.controller.outcome import PassOutcome
@@ -94,6 +94,13 @@ class RunResult:
     lookahead_starts: int
     interrupted: bool
     log_dir: Path
+    #: Per scale-up from zero for new work, in run seconds: (the decision,
+    #: the first task started after it -- None if none was seen).
+    from_zero: list[tuple[float, float | None]] = field(default_factory=list)
+
+    def first_task_delays(self) -> list[float]:
+        """Seconds from each such decision to the first task that ran."""
+        return [first - at for at, first in self.from_zero if first is not None]
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -140,7 +147,15 @@ def summary(result: RunResult, plan: LoadPlan, settings: DemoSettings) -> str:
     if result.reactions_s:
         times = ", ".join(f"{r:.2f}" for r in result.reactions_s)
         parts.append(
-            f"From zero, the controller started workers {times} s after new work was enqueued."
+            f"From zero, the controller decided to start workers {times} s after new work "
+            "was enqueued."
+        )
+    delays = result.first_task_delays()
+    if delays:
+        times = ", ".join(f"{d:.2f}" for d in delays)
+        parts.append(
+            f"The first task then ran {times} s after that decision: the time a new local "
+            "worker process takes to start (interpreter, imports, Redis, registration)."
         )
     if result.lookahead_starts:
         parts.append(

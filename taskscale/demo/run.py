@@ -38,13 +38,12 @@ from typing import Any
 
 import redis
 
-from taskscale.connection import ConnectionSettings, connect
-from taskscale.controller.config import RedisRef, ScalerConfig
-from taskscale.controller.decision_log import DecisionLog
+from taskscale.connection import ConnectionSettings, RedisTooOld, check, connect
 from taskscale.controller.local import LocalPool, LocalPoolSettings
+from taskscale.controller.local_run import LocalScaler, start_local_reconciler
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.controller.reconciler import Reconciler, ReconcilerSettings
-from taskscale.controller.redis_clients import RedisClients
+from taskscale.demo.first_task import TaskStarts, first_task_after
 from taskscale.demo.load import (
     EXAMPLES_MODULE,
     TASK_TYPE,
@@ -131,6 +130,9 @@ def run_demo(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # while starting or stopping: everything is stopped
             print("taskscale demo: interrupted", file=sys.stderr)
             return 130
+        except RedisTooOld as exc:
+            print(f"taskscale demo: {exc}", file=sys.stderr)
+            return 2
         except (RuntimeError, redis.RedisError) as exc:
             print(f"taskscale demo: {exc}", file=sys.stderr)
             return 1
@@ -149,16 +151,20 @@ def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = N
         log_dir = settings.log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         client = connect(ConnectionSettings(url, socket_timeout_s=5.0, client_retries=True))
         stack.callback(client.close)
+        check(client)  # reachable, and new enough for the scripts
         keys = Keys(settings.namespace)
         completed_before = _completed(client, keys)
         pool = LocalPool(_pool_settings(settings, url, log_dir))
         stack.callback(pool.stop_all, 15.0)
         _start_scheduler(stack, client, keys)
         reporter = ConsoleReporter()
-        reconciler = _start_reconciler(stack, settings, url, pool, reporter)
+        reconciler = _start_reconciler(stack, settings, pool, reporter)
         console = _start_dashboard(stack, settings, url)
         print(_banner(settings, url, log_dir) + console, flush=True)
         generator = LoadGenerator(Producer(client, keys=keys), plan, settings)
+        starts = TaskStarts(client, keys, TASK_TYPE)
+        starts.start()
+        stack.callback(starts.stop)
         t0 = time.monotonic()
         generator.start(t0)
         stack.callback(generator.stop)
@@ -167,20 +173,46 @@ def run(settings: DemoSettings, plan: LoadPlan, stop: threading.Event | None = N
         generator.stop()
         reconciler.close()
         pool.stop_all(15.0)
+        starts.stop()
         completed = _completed(client, keys) - completed_before
+        reactions, lookahead = scale_ups_from_zero(reporter.events, generator.arrivals, t0)
         return RunResult(
             samples, generator.arrivals, completed, final, len(reporter.events),
-            *scale_ups_from_zero(reporter.events, generator.arrivals, t0), interrupted, log_dir,
+            reactions, lookahead, interrupted, log_dir,
+            from_zero=_first_tasks(reporter.events, generator.arrivals, starts.starts, t0),
         )  # fmt: skip
+
+
+def _first_tasks(
+    events: list[ScaleEvent], arrivals: Arrivals, starts: list[float], t0: float
+) -> list[tuple[float, float | None]]:
+    """(decision, first task started) in run seconds, per scale-up from zero
+    for ready work (a look-ahead start has no task to run yet)."""
+    decisions = [at + t0 for at in _reaction_decisions(events, arrivals, t0)]
+    firsts = first_task_after(decisions, starts)
+    return [(d - t0, None if f is None else f - t0) for d, f in zip(decisions, firsts, strict=True)]
 
 
 def scale_ups_from_zero(
     events: list[ScaleEvent], arrivals: Arrivals, t0: float
 ) -> tuple[list[float], int]:
     """(reaction times of demand-driven scale-ups from zero, look-ahead starts)."""
+    starts = _from_zero(events, arrivals, t0)
+    reactions = [at - first for at, first in starts if first is not None]
+    return reactions, sum(1 for _, first in starts if first is None)
+
+
+def _reaction_decisions(events: list[ScaleEvent], arrivals: Arrivals, t0: float) -> list[float]:
+    """Run seconds of the scale-ups from zero that new ready work caused."""
+    return [at for at, first in _from_zero(events, arrivals, t0) if first is not None]
+
+
+def _from_zero(
+    events: list[ScaleEvent], arrivals: Arrivals, t0: float
+) -> list[tuple[float, float | None]]:
+    """(scale-up at, first ready arrival while at zero -- None for a look-ahead start)."""
     ready = sorted(at for at, _ in arrivals.ready)
-    reactions: list[float] = []
-    lookahead = 0
+    found: list[tuple[float, float | None]] = []
     zero_since = 0.0
     for e in events:
         at = e.at - t0
@@ -188,11 +220,9 @@ def scale_ups_from_zero(
             zero_since = at
         elif e.before == 0:
             waiting = [t for t in ready if zero_since <= t <= at]
-            if waiting:
-                reactions.append(at - waiting[0])
-            else:  # nothing ready arrived: only delayed work within the lead (capped or not)
-                lookahead += 1
-    return reactions, lookahead
+            # nothing ready arrived: only delayed work within the lead (capped or not)
+            found.append((at, waiting[0] if waiting else None))
+    return found
 
 
 def _pool_settings(settings: DemoSettings, url: str, log_dir: Path) -> LocalPoolSettings:
@@ -223,26 +253,18 @@ def _start_scheduler(stack: contextlib.ExitStack, client: RedisClient, keys: Key
 def _start_reconciler(
     stack: contextlib.ExitStack,
     settings: DemoSettings,
-    url: str,
     pool: LocalPool,
     reporter: ConsoleReporter,
 ) -> Reconciler:
-    loop = ReconcilerSettings(max_sleep_s=0.5)
-    clients = RedisClients(timeout_s=loop.redis_timeout_s)  # one for both
-    decisions = DecisionLog(reporter, clients=clients)  # the dashboard's scaling timeline
-    stack.callback(decisions.close)
-    reconciler = Reconciler(reporter=decisions, settings=loop, clients=clients)
-    config = ScalerConfig(
-        name="demo",
-        namespace="local",
-        target="local-pool",
-        redis=RedisRef(url=url, key_namespace=settings.namespace),
-        policy=settings.policy(),
-        poll_interval_s=settings.poll_interval_s,
+    scaler = LocalScaler(
+        pool.settings, settings.policy(), name="demo", poll_interval_s=settings.poll_interval_s
     )
-    decisions.bind(config, url)
-    reconciler.upsert(config, actuator=pool, redis_url=url)
-    stack.callback(reconciler.close)
+    # the dashboard's scaling timeline too (DecisionLog), as on one VM
+    local = start_local_reconciler(
+        scaler, pool, reporter=reporter, settings=ReconcilerSettings(max_sleep_s=0.5)
+    )
+    stack.callback(local.close)
+    reconciler = local.reconciler
     thread = threading.Thread(target=reconciler.run, name="demo-reconciler", daemon=True)
     thread.start()
     stack.callback(thread.join, 10)

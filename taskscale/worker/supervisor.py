@@ -44,6 +44,7 @@ serves ``/metrics``, ``/healthz`` and ``/readyz`` on port N + i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -59,7 +60,7 @@ import redis
 
 from taskscale.backoff import exponential
 from taskscale.cli.envdefaults import env_name
-from taskscale.connection import REDIS_URL_ENV, connect
+from taskscale.connection import REDIS_URL_ENV, check_version, connect
 from taskscale.errors import describe_error
 from taskscale.keys import MAX_NAME_CHARS, Keys
 from taskscale.luascripts import scripts_for
@@ -324,6 +325,10 @@ def run_supervisor(
     if port and port + args.processes - 1 > 65535:
         raise ValueError(f"--metrics-port {port} + {args.processes} processes passes 65535")
     client = connect(args.redis_url)
+    # a server too old for the scripts stops the pod here (exit 2), rather
+    # than each child in turn, restarted with backoff forever
+    with contextlib.suppress(redis.RedisError):  # down now: the children wait for it
+        check_version(client.info("server"))
     options = child_argv(parser, args)
 
     def command(index: int, worker_id: str) -> list[str]:

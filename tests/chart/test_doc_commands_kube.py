@@ -17,18 +17,17 @@ then means the test's namespace, as it means the reader's) and
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
-from support.chart import adopt_crd_if_present, helm, helm_binary
-from support.docs import GUIDE, notes_commands, readme_kubernetes_quick_start, run_bash, sh_blocks
+from support.chart import adopt_crd_if_present, helm
+from support.doc_shell import Shell
+from support.docs import GUIDE, notes_commands, readme_kubernetes_quick_start, sh_blocks
 from support.kube_cluster import KubeCluster
 
 pytestmark = pytest.mark.kube
@@ -45,37 +44,6 @@ SKIPPED = {
 }
 
 
-class Shell:
-    """bash with kubectl and helm on PATH, pointed at the test's namespace."""
-
-    def __init__(self, cluster: KubeCluster, namespace: str, folder: Path) -> None:
-        from e2e.cluster.localcluster import ensure_binaries
-
-        bin_dir = folder / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "kubectl").symlink_to(ensure_binaries().kube("kubectl"))
-        (bin_dir / "helm").symlink_to(helm_binary())
-        kubeconfig = yaml.safe_load(cluster.kubeconfig.read_text())
-        for context in kubeconfig.get("contexts") or []:
-            context["context"]["namespace"] = namespace
-        (folder / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-        self.env = {
-            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
-            "KUBECONFIG": str(folder / "kubeconfig"),
-            "HELM_NAMESPACE": namespace,
-            "HELM_CACHE_HOME": str(folder / "helm-cache"),
-            "HELM_CONFIG_HOME": str(folder / "helm-config"),
-            "HELM_DATA_HOME": str(folder / "helm-data"),
-        }
-
-    def run(self, script: str, where: str, extra: dict[str, str] | None = None) -> str:
-        result = run_bash(script, env={**self.env, **(extra or {})}, timeout=240)
-        assert result.returncode == 0, (
-            f"{where}: {script!r} exited {result.returncode}\n{result.stderr}\n{result.stdout}"
-        )
-        return result.stdout
-
-
 @pytest.fixture
 def shell(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[Shell]:
     with tempfile.TemporaryDirectory(prefix="ts-doc-") as folder:
@@ -86,15 +54,16 @@ def shell(kube_cluster: KubeCluster, kube_namespace: str) -> Iterator[Shell]:
 def quick_start(kube_cluster: KubeCluster, kube_namespace: str, shell: Shell) -> Iterator[str]:
     """The README's quick start, run as written; yields what `kubectl get tsc` printed."""
     commands = readme_kubernetes_quick_start()
-    assert [c.split()[:3] for c in commands] == [
+    assert re.fullmatch(r"REGISTRY=\S+", commands[0].split(" #")[0].strip()), commands
+    assert [c.split()[:3] for c in commands[1:]] == [
         ["helm", "install", RELEASE],
         ["kubectl", "get", "tsc"],
     ], commands
     with kube_cluster.api_client() as api:
         adopt_crd_if_present(api, RELEASE, kube_namespace)  # the CRD outlives other releases
     try:
-        shell.run(commands[0], "README.md")
-        yield shell.run(commands[1], "README.md")
+        shell.run("\n".join(commands[:2]), "README.md")
+        yield shell.run(commands[2], "README.md")
     finally:
         helm("uninstall", RELEASE, "--namespace", kube_namespace, check=False, env=shell.env)
 

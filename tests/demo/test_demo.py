@@ -88,6 +88,10 @@ def test_short_demo_scales_up_and_back_to_zero_and_writes_a_plot(tmp_path: Path)
     enqueued = re.search(r"(\d+) tasks were enqueued .* and (\d+) completed", done.stdout)
     assert enqueued is not None
     assert int(enqueued.group(1)) > 0 and int(enqueued.group(2)) > 0
+    # decision time and decision-to-first-task, as two figures (issue 26)
+    assert re.search(r"decided to start workers [\d., ]+ s after new work", done.stdout)
+    first = re.search(r"The first task then ran ([\d.]+)", done.stdout)
+    assert first is not None and float(first.group(1)) > 0, done.stdout[-2000:]
     # --log-format reaches the workers: JSON lines, each naming its worker
     records = [json.loads(line) for f in logs.glob("*.log") for line in f.read_text().splitlines()]
     serving = [r for r in records if "serving" in r["message"]]

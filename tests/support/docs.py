@@ -8,7 +8,7 @@ The commands:
   a real Redis), ``<!-- test: kube -->`` (run against a real API server with
   the chart installed) or ``<!-- test: skip (why) -->``;
 * the README's Kubernetes quick start: the first ``sh`` block under
-  "### On Kubernetes";
+  "### On Kubernetes"; its Quickstart's shell: the first under "### Producing";
 * NOTES.txt as Helm renders it: its indented command lines.
 
 The manifests: docs/from-keda.md's YAML blocks, each under a
@@ -76,13 +76,17 @@ def sh_blocks(path: Path) -> list[Block]:
     return blocks
 
 
+def readme_block(heading: str) -> str:
+    """The text of the first ``sh`` block under the README's ``heading``."""
+    text = README.read_text()
+    section = text[text.index(heading) :]
+    block = section[section.index("```sh\n") + len("```sh\n") :]
+    return block[: block.index("```")]
+
+
 def readme_kubernetes_quick_start() -> list[str]:
     """The commands of the README's "### On Kubernetes" shell block."""
-    text = README.read_text()
-    section = text[text.index("### On Kubernetes") :]
-    block = section[section.index("```sh\n") + len("```sh\n") :]
-    body = block[: block.index("```")]
-    return Block("kube", "", body, 0).commands()
+    return Block("kube", "", readme_block("### On Kubernetes"), 0).commands()
 
 
 def notes_commands(rendered: str) -> list[str]:
