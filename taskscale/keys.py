@@ -16,6 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from taskscale.workflow_keys import WorkflowKeys
+
 DEFAULT_NAMESPACE = "taskscale"
 NAMESPACE_ENV = "TASKSCALE_NAMESPACE"
 
@@ -140,6 +142,7 @@ KEY_SHAPES: dict[str, str] = {
     "fanouts_open": "fanouts:open",
     # workflows (taskscale.workflows; docs/schema.md, "Workflows")
     "workflows": "workflows",
+    "workflow_totals": "workflows:totals",
     "workflow": "wf:<workflow>",
     "workflow_steps": "wf:<workflow>:steps",
     "workflow_state": "wf:<workflow>:state",
@@ -166,7 +169,7 @@ def namespace_from_env() -> str:
 
 
 @dataclass(frozen=True)
-class Keys:
+class Keys(WorkflowKeys):
     """Key names for one namespace.  ``Keys("taskscale").active`` is
     ``{taskscale}:ACTIVE_TASKS``."""
 
@@ -356,36 +359,6 @@ class Keys:
         """ZSET streamed fan-out id -> unix ms its open state expires, while open
         (not yet closed): what ``taskscale status`` counts."""
         return self._key("fanouts_open")
-
-    # --- workflows (taskscale.workflows; docs/schema.md, "Workflows") ---------
-    @property
-    def workflows(self) -> str:
-        """ZSET workflow id -> unix ms it started, while it runs (the sweep's index)."""
-        return self._key("workflows")
-
-    def workflow(self, workflow_id: str) -> str:
-        """HASH a workflow's state, policy, counts, sinks, gates and reason."""
-        return self._key("workflow", workflow_id)
-
-    def workflow_steps(self, workflow_id: str) -> str:
-        """HASH step id -> JSON definition (type, envelope text, parents, children)."""
-        return self._key("workflow_steps", workflow_id)
-
-    def workflow_state(self, workflow_id: str) -> str:
-        """HASH step id -> state, and S|left, S|ready_ms, S|done_ms, S|task, S|env."""
-        return self._key("workflow_state", workflow_id)
-
-    def workflow_results(self, workflow_id: str) -> str:
-        """HASH step id -> its result (JSON) or error object."""
-        return self._key("workflow_results", workflow_id)
-
-    def workflow_done(self, workflow_id: str) -> str:
-        """LIST the completion notice is pushed to (what a waiter blocks on)."""
-        return self._key("workflow_done", workflow_id)
-
-    def workflow_held(self, workflow_id: str, gate: str) -> str:
-        """LIST step ids held back by a group's limit, in release order."""
-        return self._key("workflow_held", workflow_id, gate)
 
 
 # --- keys of other task queues, read (never written) by the controller's sources ---

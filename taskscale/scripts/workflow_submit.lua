@@ -78,6 +78,8 @@ for g, limit in pairs(gates) do
 end
 redis.call('HSET', wf_k, unpack(meta))
 redis.call('ZADD', prefix .. 'workflows', now, w)
+redis.call('HINCRBY', prefix .. 'workflows:totals', 'started', 1)
+redis.call('HINCRBY', prefix .. 'workflows:totals', 'steps_waiting', #order)
 for i, sid in ipairs(order) do
     redis.call('HSET', wf_k .. ':steps', sid, ARGV[7 + 2 * i])
     redis.call('HSET', wf_k .. ':state', sid, 'waiting', sid .. '|left', #(steps[sid].parents or {}),

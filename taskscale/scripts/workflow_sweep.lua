@@ -51,7 +51,7 @@ local function somewhere(d, env)
     if env and redis.call('LPOS', qkey, env) then
         return true
     end
-    local needle = '"id":"' .. task .. '"'
+    local needle = '"' .. task .. '"'  -- (an id written with or without spaces)
     for level = 0, 9 do
         if in_list(prefix .. 'q:' .. d.type .. ':' .. level, needle) then
             return true

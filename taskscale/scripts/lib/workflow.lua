@@ -26,6 +26,11 @@
 
 local WF_FLAG_TTL = 86400
 
+-- steps that left "waiting"/"held" (the count the metrics show as waiting)
+local function wf_unwait(n)
+    redis.call('HINCRBY', prefix .. 'workflows:totals', 'steps_waiting', -n)
+end
+
 local function wf_def(w, sid)
     local raw = redis.call('HGET', prefix .. 'wf:' .. w .. ':steps', sid)
     if not raw then
@@ -88,6 +93,7 @@ local function wf_push(w, sid, d)
     redis.call('LTRIM', prefix .. 'wake:' .. ttype, -WAKE_CAP, -1)
     redis.call('HSET', wf_state_k, sid, 'ready', sid .. '|ready_ms', string.format('%d', now),
         sid .. '|env', env)
+    wf_unwait(1)
 end
 
 local function wf_ready(w, sid, d)
@@ -120,6 +126,7 @@ local function wf_close(w, state, reason)
     local ttl = tonumber(redis.call('HGET', wf_k, 'ttl')) or 86400
     redis.call('HSET', wf_k, 'state', state, 'reason', reason, 'finished_ms', string.format('%d', now))
     redis.call('ZREM', prefix .. 'workflows', w)
+    redis.call('HINCRBY', prefix .. 'workflows:totals', state, 1)
     local notice = cjson.encode({id = w, state = state, reason = reason})
     redis.call('RPUSH', wf_k .. ':done', notice)
     for _, k in ipairs({wf_k, wf_k .. ':steps', wf_k .. ':state', wf_k .. ':results', wf_k .. ':done'}) do
@@ -143,6 +150,7 @@ local function wf_end(w, state, reason)
         end
         if st == 'waiting' or st == 'held' then
             redis.call('HSET', wf_state_k, sid, 'cancelled', sid .. '|done_ms', string.format('%d', now))
+            wf_unwait(1)
         elseif st == 'ready' then
             local env = redis.call('HGET', wf_state_k, sid .. '|env')
             local qkey = prefix .. 'q:' .. d.type .. ':' .. d.priority
@@ -182,6 +190,7 @@ local function wf_skip_children(w, sid, d)
             redis.call('HSET', wf_k .. ':results', c, cjson.encode({ok = false, error_type = 'Skipped',
                 error = 'step ' .. sid .. ' did not succeed'}))
             redis.call('HINCRBY', wf_k, 'finished', 1)
+            wf_unwait(1)
             wf_skip_children(w, c, cd)
         end
     end
