@@ -70,7 +70,8 @@ def _cancel(args: argparse.Namespace) -> int:
         print(json.dumps({"id": args.id, "outcome": result.outcome, "state": result.state}))
     elif result.outcome == "ended":
         print(
-            f"workflow {args.id}: cancelled (pending steps will not start; running ones asked to stop)"
+            f"workflow {args.id}: cancelled "
+            "(pending steps will not start; running ones asked to stop)"
         )
     elif result.outcome == "finished":
         print(f"workflow {args.id}: already {result.state}")
