@@ -54,12 +54,12 @@ def shape(i: int) -> tuple[Workflow, Any, int]:
     return d, (i + 2) + 2 * (i + 1), 4
 
 
-def start_scheduler(url: str) -> subprocess.Popen[bytes]:
+def chaos_scheduler(url: str) -> subprocess.Popen[bytes]:
     argv = ["scheduler", "--lease", "1.5", "--max-sleep", "0.2", "--workflow-lost-after", "5"]
     return start(url, [*argv, "--log-level", "WARNING"])
 
 
-def start_one_worker(url: str) -> subprocess.Popen[bytes]:
+def chaos_worker(url: str) -> subprocess.Popen[bytes]:
     return start_worker(
         url, types=TYPES, imports=["support.workflow_tasks"], threads=4, lease=1.5, heartbeat=0.3
     )
@@ -67,8 +67,8 @@ def start_one_worker(url: str) -> subprocess.Popen[bytes]:
 
 def test_no_workflow_is_stuck_and_no_step_is_released_twice(redis_url: str, r: redis.Redis) -> None:
     rng = random.Random(25)
-    workers = [start_one_worker(redis_url) for _ in range(WORKERS)]
-    schedulers = [start_scheduler(redis_url) for _ in range(SCHEDULERS)]
+    workers = [chaos_worker(redis_url) for _ in range(WORKERS)]
+    schedulers = [chaos_scheduler(redis_url) for _ in range(SCHEDULERS)]
     expected: dict[str, Any] = {}
     cancelled: set[str] = set()
     steps = kills = 0
@@ -97,7 +97,7 @@ def test_no_workflow_is_stuck_and_no_step_is_released_twice(redis_url: str, r: r
                 kill(victim)
                 kills += 1
                 is_worker = victim in workers
-                fresh = start_one_worker(redis_url) if is_worker else start_scheduler(redis_url)
+                fresh = chaos_worker(redis_url) if is_worker else chaos_scheduler(redis_url)
                 (workers if is_worker else schedulers).append(fresh)
                 started.append(fresh)
                 next_kill = time.monotonic() + rng.uniform(2, 3)

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from support.scripts import W, claim, heartbeat
-from taskscale.controller.observer import ObserveRequest, Observer
+from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
 from taskscale.workflows import chain, group, read
