@@ -16,9 +16,10 @@
 -- ARGV[7]  a name shown with the workflow ("" = none)
 -- ARGV[8..] pairs: step id S, its definition (JSON object: "type", "task"
 --          (the task id), "priority" 0-9, "pre", "own", "post" (the envelope's
---          text before, between and after its arguments), "parents", "children"
---          (arrays of step ids), optional "gate", "cb" (a batch callback),
---          "label")
+--          text before, between and after its arguments), "parents" (array of
+--          step ids, each listed before this step), optional "gate", "cb" (a
+--          batch callback), "label"; step ids are 1-32 characters of
+--          A-Z a-z 0-9 _ . - (the children are derived from the parents)
 --
 -- Returns the number of steps released now.
 --
@@ -47,6 +48,9 @@ end
 local steps, order = {}, {}
 for i = 8, #ARGV, 2 do
     local sid = ARGV[i]
+    if not string.match(sid, '^[%w_%.%-]+$') or #sid > 32 or steps[sid] then
+        return redis.error_reply('invalid workflow: step id ' .. tostring(sid) .. ' is malformed or repeated')
+    end
     local ok, d = pcall(cjson.decode, ARGV[i + 1] or '')
     if not ok or type(d) ~= 'table' or type(d.type) ~= 'string' or type(d.pre) ~= 'string'
         or type(d.own) ~= 'string' or type(d.post) ~= 'string' or type(d.task) ~= 'string'
@@ -59,12 +63,21 @@ end
 if #order == 0 then
     return redis.error_reply('invalid workflow: no steps')
 end
+-- parents come before their children (so there is no cycle); the children
+-- lists are derived here from the parents, never taken from the caller
+local seen = {}
+for _, sid in ipairs(order) do
+    steps[sid].children = {}
+end
 for _, sid in ipairs(order) do
     for _, p in ipairs(steps[sid].parents or {}) do
-        if not steps[p] then
-            return redis.error_reply('invalid workflow: step ' .. sid .. ' waits on unknown step ' .. tostring(p))
+        if not seen[p] then
+            return redis.error_reply('invalid workflow: step ' .. sid .. ' waits on ' .. tostring(p)
+                .. ', which is not a step listed before it')
         end
+        table.insert(steps[p].children, sid)
     end
+    seen[sid] = true
 end
 
 local meta = {'state', 'running', 'policy', ARGV[3], 'total', #order, 'finished', 0, 'failed', 0,
@@ -80,8 +93,12 @@ redis.call('HSET', wf_k, unpack(meta))
 redis.call('ZADD', prefix .. 'workflows', now, w)
 redis.call('HINCRBY', prefix .. 'workflows:totals', 'started', 1)
 redis.call('HINCRBY', prefix .. 'workflows:totals', 'steps_waiting', #order)
-for i, sid in ipairs(order) do
-    redis.call('HSET', wf_k .. ':steps', sid, ARGV[7 + 2 * i])
+for _, sid in ipairs(order) do
+    local d = steps[sid]
+    if #d.children == 0 then
+        d.children = nil  -- (cjson would write an empty table as {})
+    end
+    redis.call('HSET', wf_k .. ':steps', sid, cjson.encode(d))
     redis.call('HSET', wf_k .. ':state', sid, 'waiting', sid .. '|left', #(steps[sid].parents or {}),
         sid .. '|task', steps[sid].task)
 end

@@ -73,7 +73,6 @@ def step_definition(workflow_id: str, c: Compiled) -> dict[str, Any]:
         "own": own,
         "post": post,
         "parents": c.parents,
-        "children": c.children,
     }
     if c.gate:
         doc["gate"] = c.gate

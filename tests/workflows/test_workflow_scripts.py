@@ -241,3 +241,57 @@ def test_a_workflow_id_is_used_once(r: redis.Redis) -> None:
     chain("a").enqueue(workflow_id="same", client=r, keys=KEYS)
     with pytest.raises(redis.ResponseError, match="workflow same exists"):
         chain("a").enqueue(workflow_id="same", client=r, keys=KEYS)
+
+
+def _submit_raw(r: redis.Redis, *pairs: str) -> Any:
+    return bound_script(r, "workflow_submit")(
+        keys=[KEYS.workflows],
+        args=[KEYS.prefix, "w1", "stop", 60, '["b"]', "{}", "", *pairs],
+        client=r,
+    )
+
+
+def _definition(parents: list[str], children: list[str] | None = None, sid: str = "x") -> str:
+    pre = '{"id":"w1.' + sid + '","workflow":"w1","step":"' + sid + '","type":"t","args":['
+    doc = {"type": "t", "task": f"w1.{sid}", "priority": 5, "pre": pre,
+           "own": "", "post": "]}", "parents": parents}  # fmt: skip
+    if children is not None:
+        doc["children"] = children
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "error"),
+    [
+        (
+            ["a", _definition(["b"]), "b", _definition(["a"])],
+            "waits on b, which is not a step listed",
+        ),
+        (["a", _definition(["a"])], "waits on a, which is not a step listed"),
+        (["a", _definition([]), "a", _definition([])], "step id a is malformed or repeated"),
+        (["a b", _definition([])], "step id a b is malformed"),
+    ],
+)
+def test_a_cycle_a_repeated_or_malformed_step_id_is_refused(
+    r: redis.Redis, pairs: list[str], error: str
+) -> None:
+    with pytest.raises(redis.ResponseError, match=error):
+        _submit_raw(r, *pairs)
+    assert r.keys("*") == []
+
+
+def test_the_children_a_caller_gives_are_ignored_for_the_ones_the_parents_say(
+    r: redis.Redis,
+) -> None:
+    _submit_raw(
+        r,
+        *("a", _definition([], children=["nope"], sid="a")),
+        *("b", _definition(["a"], children=["a"], sid="b")),
+    )
+    (a,) = take(r, "t")
+    done(r, a, 1)
+    (b,) = take(r, "t")
+    assert b["args"] == [1]
+    done(r, b, 2)
+    got = read("w1", client=r, keys=KEYS)
+    assert got is not None and got.state == "succeeded" and got.result == 2

@@ -45,8 +45,9 @@ def test_a_queued_delayed_or_running_step_is_not_lost(r: redis.Redis) -> None:
     queued = chain("a").enqueue(client=r, keys=KEYS)
     running = chain("b").enqueue(client=r, keys=KEYS)
     delayed = chain("c").enqueue(client=r, keys=KEYS)
-    heartbeat(r, KEYS, lease_ms=1)  # a worker whose lease has run out, not yet reaped
+    heartbeat(r, KEYS, lease_ms=300)
     claim(r, KEYS, 1, "b")
+    time.sleep(0.35)  # now a worker whose lease has run out, not yet reaped
     (c,) = [json.loads(e) for e in r.lrange(KEYS.queue("c"), 0, -1)]
     r.delete(KEYS.queue("c"))
     c["attempts"] = 1  # a retry's envelope: not the text the workflow released
