@@ -6,7 +6,8 @@
 -- it is lost only when something removed it outside the workflow (an
 -- operator's purge, a cancel of the step's task id, an envelope the claim
 -- script dead-lettered).  Only steps ready for longer than the bound are
--- looked for.
+-- looked for.  A running workflow with no step ready or held cannot move on
+-- (its keys were damaged from outside) and is ended too.
 --
 -- KEYS[1]  {ns}:workflows  zset W -> unix ms it started, while it runs
 -- KEYS[2]  {ns}:workers    zset of workers (their in-flight hashes are searched)
@@ -77,8 +78,11 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - bound, 'LI
         redis.call('ZREM', KEYS[1], w)  -- its keys are gone (or it ended): nothing to watch
     else
         local st = redis.call('HGETALL', wf_k .. ':state')
-        local lost = nil
+        local lost, live = nil, 0
         for i = 1, #st, 2 do
+            if (st[i + 1] == 'ready' or st[i + 1] == 'held') and not string.find(st[i], '|', 1, true) then
+                live = live + 1
+            end
             if st[i + 1] == 'ready' and not string.find(st[i], '|', 1, true) then
                 local sid = st[i]
                 local since = tonumber(redis.call('HGET', wf_k .. ':state', sid .. '|ready_ms')) or 0
@@ -91,6 +95,9 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - bound, 'LI
                     end
                 end
             end
+        end
+        if not lost and live == 0 then  -- nothing can move it on (its data was damaged)
+            lost = 'no step is ready or running, and the workflow has not finished'
         end
         if lost then
             wf_end(w, 'failed', lost)

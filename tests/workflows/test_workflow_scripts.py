@@ -5,6 +5,7 @@ complete and fail scripts called the way the runtime calls them
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from taskscale.luascripts import bound_script, scripts_for
 from taskscale.options import TaskOptions
 from taskscale.workflows import batch, chain, dag, group, read, step
 from taskscale.workflows.state import cancel
+from taskscale.workflows.sweep import sweep
 
 KEYS = Keys("taskscale")
 
@@ -295,3 +297,16 @@ def test_the_children_a_caller_gives_are_ignored_for_the_ones_the_parents_say(
     done(r, b, 2)
     got = read("w1", client=r, keys=KEYS)
     assert got is not None and got.state == "succeeded" and got.result == 2
+
+
+def test_a_corrupted_definition_never_fails_the_completion_of_a_step(r: redis.Redis) -> None:
+    wf = chain("a", "b").enqueue(client=r, keys=KEYS)
+    r.hset(KEYS.workflow_steps(wf), "s1", "not json")  # written by something else
+    (a,) = take(r, "a")
+    assert done(r, a, 1) == 1  # recorded: the worker's outcome is never lost
+    assert int(r.hget(KEYS.active, "a") or 0) == 0
+    assert take(r, "b") == []
+    time.sleep(0.06)  # and the scheduler's sweep ends it, since nothing can move it on
+    assert sweep(r, KEYS, lost_after_s=0.05).ended == [
+        (wf, "no step is ready or running, and the workflow has not finished")
+    ]

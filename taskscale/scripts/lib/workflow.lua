@@ -31,12 +31,19 @@ local function wf_unwait(n)
     redis.call('HINCRBY', prefix .. 'workflows:totals', 'steps_waiting', -n)
 end
 
+-- A step's definition, or nil (missing, or not JSON: a transition inside
+-- complete / fail must never raise, or the worker's outcomes would not be
+-- recorded).
 local function wf_def(w, sid)
     local raw = redis.call('HGET', prefix .. 'wf:' .. w .. ':steps', sid)
     if not raw then
         return nil
     end
-    return cjson.decode(raw)
+    local ok, d = pcall(cjson.decode, raw)
+    if not ok or type(d) ~= 'table' then
+        return nil
+    end
+    return d
 end
 
 -- the result of a success reply {"id":...,"ok":true,"result":BODY}, as text
@@ -114,8 +121,9 @@ end
 -- a step of gate g reached its final outcome: its slot goes to the next held step
 local function wf_gate_free(w, g)
     local nxt = redis.call('LPOP', prefix .. 'wf:' .. w .. ':held:' .. g)
-    if nxt then
-        wf_push(w, nxt, wf_def(w, nxt))
+    local nd = nxt and wf_def(w, nxt)
+    if nd then
+        wf_push(w, nxt, nd)
     else
         redis.call('HINCRBY', prefix .. 'wf:' .. w, 'gate|' .. g .. '|running', -1)
     end
@@ -143,7 +151,8 @@ local function wf_end(w, state, reason)
     local gates = {}
     local defs = redis.call('HGETALL', wf_k .. ':steps')
     for i = 1, #defs, 2 do
-        local sid, d = defs[i], cjson.decode(defs[i + 1])
+        local sid = defs[i]
+        local d = wf_def(w, sid) or {type = '', priority = 5, task = ''}
         local st = redis.call('HGET', wf_state_k, sid)
         if d.gate then
             gates[d.gate] = true
@@ -172,8 +181,9 @@ end
 local function wf_parent_done(w, c)
     local wf_state_k = prefix .. 'wf:' .. w .. ':state'
     local left = redis.call('HINCRBY', wf_state_k, c .. '|left', -1)
-    if left <= 0 and redis.call('HGET', wf_state_k, c) == 'waiting' then
-        wf_ready(w, c, wf_def(w, c))
+    local cd = left <= 0 and redis.call('HGET', wf_state_k, c) == 'waiting' and wf_def(w, c)
+    if cd then
+        wf_ready(w, c, cd)
     end
 end
 
@@ -182,7 +192,7 @@ end
 local function wf_skip_children(w, sid, d)
     local wf_k = prefix .. 'wf:' .. w
     for _, c in ipairs(d.children or {}) do
-        local cd = wf_def(w, c)
+        local cd = wf_def(w, c) or {}
         if cd.cb then
             wf_parent_done(w, c)
         elseif redis.call('HGET', wf_k .. ':state', c) == 'waiting' then
@@ -199,10 +209,11 @@ end
 local function wf_check_done(w)
     local wf_k = prefix .. 'wf:' .. w
     local m = redis.call('HMGET', wf_k, 'finished', 'total', 'sinks', 'first_failure')
-    if tonumber(m[1]) < tonumber(m[2]) then
+    local ok, sinks = pcall(cjson.decode, m[3] or '')
+    if (tonumber(m[1]) or 0) < (tonumber(m[2]) or 1) or not ok or type(sinks) ~= 'table' then
         return
     end
-    for _, s in ipairs(cjson.decode(m[3])) do
+    for _, s in ipairs(sinks) do
         if redis.call('HGET', wf_k .. ':state', s) ~= 'succeeded' then
             wf_close(w, 'failed', m[4] or ('step ' .. s .. ' did not succeed'))
             return
@@ -224,7 +235,7 @@ local function wf_step_final(env, outcome, reply)
     if redis.call('HGET', wf_k .. ':state', sid) ~= 'ready' then
         return  -- unknown, expired, or already final: its dependants started once
     end
-    local d = wf_def(w, sid)
+    local d = wf_def(w, sid) or {type = '?'}
     redis.call('HSET', wf_k .. ':state', sid, outcome, sid .. '|done_ms', string.format('%d', now))
     if outcome == 'succeeded' then
         redis.call('HSET', wf_k .. ':results', sid, wf_result_body(reply))
