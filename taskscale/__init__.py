@@ -21,6 +21,7 @@ from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueu
 from taskscale.scheduling.schedules import ScheduleInfo, Schedules, schedule
 from taskscale.tasks import register, task
 from taskscale.tracking import Tracker, track
+from taskscale.workflows import Workflow, batch, chain, dag, group, step
 
 __all__ = [
     "Call",
@@ -33,16 +34,22 @@ __all__ = [
     "TaskOptions",
     "Tracker",
     "TypeLimits",
+    "Workflow",
     "__version__",
+    "batch",
     "cancel",
+    "chain",
     "clear_limits",
     "current_task",
+    "dag",
     "enqueue",
     "enqueue_many",
     "get_limits",
+    "group",
     "register",
     "schedule",
     "set_limits",
+    "step",
     "task",
     "track",
 ]

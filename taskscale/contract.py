@@ -87,9 +87,11 @@ def export(directory: Path) -> dict[str, Any]:
 #: Every script is in exactly one group (tests/scripts/test_schema_doc.py).
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Producers", ("enqueue", "fanout_submit", "fanout_open", "fanout_add", "fanout_close",
-                   "cancel", "limits_set", "schedule_add", "schedule_control")),
+                   "cancel", "limits_set", "schedule_add", "schedule_control",
+                   "workflow_submit", "workflow_cancel")),
     ("Workers", ("heartbeat", "catalog", "claim", "complete", "fail", "requeue")),
-    ("Schedulers", ("promote", "reap", "scheduler_beat", "schedule_advance", "queued_recount")),
+    ("Schedulers", ("promote", "reap", "scheduler_beat", "schedule_advance", "queued_recount",
+                    "workflow_sweep")),
     ("Tracked processes (Celery, RQ, any code)", ("track_start", "track_stop", "track_sync")),
     ("Operators", ("admin_dead", "admin_delayed", "admin_purge", "admin_forget",
                    "task_lookup")),

@@ -16,6 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from taskscale.workflow_keys import WorkflowKeys
+
 DEFAULT_NAMESPACE = "taskscale"
 NAMESPACE_ENV = "TASKSCALE_NAMESPACE"
 
@@ -139,6 +141,15 @@ KEY_SHAPES: dict[str, str] = {
     "fanout_done": "fanout:<fanout>:done",
     "fanout_results": "fanout:<fanout>:results",
     "fanouts_open": "fanouts:open",
+    # workflows (taskscale.workflows; docs/schema.md, "Workflows")
+    "workflows": "workflows",
+    "workflow_totals": "workflows:totals",
+    "workflow": "wf:<workflow>",
+    "workflow_steps": "wf:<workflow>:steps",
+    "workflow_state": "wf:<workflow>:state",
+    "workflow_results": "wf:<workflow>:results",
+    "workflow_done": "wf:<workflow>:done",
+    "workflow_held": "wf:<workflow>:held:<gate>",
 }
 
 #: KEY_SHAPES as %-templates ("q:%s:%s"), their parts in the shape's order:
@@ -159,7 +170,7 @@ def namespace_from_env() -> str:
 
 
 @dataclass(frozen=True)
-class Keys:
+class Keys(WorkflowKeys):
     """Key names for one namespace.  ``Keys("taskscale").active`` is
     ``{taskscale}:ACTIVE_TASKS``."""
 

@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "types": "taskscale.cli.admin",
     "cancel": "taskscale.cli.cancel",
     "fanout": "taskscale.cli.fanout",
+    "workflow": "taskscale.cli.workflow",
     "schedules": "taskscale.cli.schedules",
     "catalog": "taskscale.cli.catalog",
     "dashboard": "taskscale.dashboard.server",

@@ -108,6 +108,14 @@ def add_parser(subparsers: Any) -> None:
         p, "--batch", S, "promote_batch", type=count, help="most promoted per type per call"
     )
     add_setting(p, "--max-sleep", S, "max_sleep_s", type=seconds, help="longest sleep, seconds")
+    add_setting(
+        p,
+        "--workflow-lost-after",
+        S,
+        "workflow_lost_after_s",
+        type=seconds,
+        help="a workflow step ready this long whose task is nowhere fails its workflow, s",
+    )
     p.add_argument(
         "--metrics-port",
         type=port,
@@ -209,7 +217,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     from taskscale.signals import on_stop_signals
 
     settings = SchedulerSettings(  # checked before Redis is dialled
-        promote_batch=args.batch, max_sleep_s=args.max_sleep, lease_s=args.lease
+        promote_batch=args.batch,
+        max_sleep_s=args.max_sleep,
+        lease_s=args.lease,
+        workflow_lost_after_s=args.workflow_lost_after,
     )
     client, shards = sharded_client(args)
     # one metrics registry for the process: every namespace's scheduler counts into it

@@ -35,6 +35,7 @@ from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 from taskscale.shards import ShardMap
 from taskscale.text import as_text
+from taskscale.workflows import state as workflow_state
 
 #: "Due soon" on the overview: delayed tasks due within this many ms.
 DUE_SOON_MS = 60_000
@@ -322,3 +323,43 @@ def _fanouts_in(client: RedisClient, keys: Keys, *, limit: int) -> list[dict[str
             }
         )
     return sorted(out, key=lambda f: (f["done"], f["id"]))
+
+
+# --- workflows --------------------------------------------------------------------------
+
+
+def workflows(client: RedisClient, shards: ShardMap, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The running workflows (``{ns}:workflows``), newest first, at most
+    ``limit`` per namespace, each with its counts and ``namespace``."""
+    return status.read_namespaces(
+        shards.namespaces, partial(_workflows_in, client, limit=limit), _merge_workflows
+    )
+
+
+def _merge_workflows(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    found = [{**w, "namespace": ns} for ns, listed in parts for w in listed]
+    return sorted(found, key=lambda w: -w["created_ms"])
+
+
+def _workflows_in(client: RedisClient, keys: Keys, *, limit: int) -> list[dict[str, Any]]:
+    ids = [as_text(w) for w in client.zrevrange(keys.workflows, 0, limit - 1)]
+    pipe = client.pipeline(transaction=False)
+    for w in ids:
+        pipe.hmget(keys.workflow(w), "name", "state", "total", "finished", "failed", "created_ms")
+    out = []
+    for w, raw in zip(ids, pipe.execute() if ids else [], strict=True):
+        name, state, total, finished, failed, created = (as_text(v or b"") for v in raw)
+        if state:  # (a workflow whose keys expired meanwhile is left out)
+            counts = {"total": total, "finished": finished, "failed": failed, "created_ms": created}
+            out.append({"id": w, "name": name, **{k: int(v or 0) for k, v in counts.items()}})
+    return out
+
+
+def workflow(client: RedisClient, shards: ShardMap, workflow_id: str) -> dict[str, Any] | None:
+    """One workflow with its steps (state, timing, result or error), from the
+    first namespace that holds it; None when none does."""
+    for namespace in shards.namespaces:
+        found = workflow_state.read(workflow_id, client=client, keys=Keys(namespace))
+        if found is not None:
+            return {**found.as_dict(), "namespace": namespace}
+    return None

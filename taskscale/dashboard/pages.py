@@ -9,13 +9,14 @@ others are rendered here from the same readers as the API.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
@@ -29,6 +30,9 @@ _env = Environment(
     autoescape=select_autoescape(["html"], default=True),
 )
 _env.filters["urlencode"] = lambda v: quote(str(v), safe="")
+#: A value as JSON text (escaped by the template like any text; tojson's
+#: \u003c escapes are for inside <script>, unreadable in a table cell).
+_env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
 
 
 def _when(ms: int | float | None) -> str:
@@ -151,6 +155,27 @@ async def delayed(request: Request) -> Response:
     )
 
 
+async def workflows(request: Request) -> Response:
+    ctx = context(request)
+    wanted = request.query_params.get("id", "").strip()
+    if wanted:  # the id box: a plain GET form (the CSP allows no inline script)
+        return RedirectResponse(f"{ctx.root}/workflows/{quote(wanted, safe='')}", status_code=303)
+    found = await in_thread(data.workflows, ctx.client, ctx.shards)
+    return _render(request, "workflows.html", "workflows", workflows=found)
+
+
+async def workflow(request: Request) -> Response:
+    ctx = context(request)
+    try:
+        workflow_id = check_name("workflow id", request.path_params["id"])
+    except ValueError:
+        return _not_found("workflow")
+    found = await in_thread(data.workflow, ctx.client, ctx.shards, workflow_id)
+    if found is None:
+        return _not_found(f"workflow {workflow_id}")
+    return _render(request, "workflow.html", "workflows", wf=found)
+
+
 ROUTES = [
     Route("/", overview),
     Route("/scaling", scaling),
@@ -159,4 +184,6 @@ ROUTES = [
     Route("/types/{type}", task_type),
     Route("/dead/{type}", dead),
     Route("/delayed/{type}", delayed),
+    Route("/workflows", workflows),
+    Route("/workflows/{id}", workflow),
 ]

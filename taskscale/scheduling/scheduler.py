@@ -48,6 +48,7 @@ from taskscale.luascripts import bound_script, scripts_for
 from taskscale.redis_urls import RedisClient, node_client
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.scheduling.schedules import advance_due
+from taskscale.workflows.sweep import DEFAULT_LOST_AFTER_S, sweep
 
 if TYPE_CHECKING:
     from taskscale.scheduling.scheduler_metrics import SchedulerMetrics
@@ -68,6 +69,9 @@ class SchedulerSettings:
     lease_s: float = 10.0
     #: Most workers reaped per call.
     reap_batch: int = 100
+    #: A workflow step ready this long whose task is nowhere ends its workflow
+    #: (taskscale.workflows.sweep, run with the reaper).
+    workflow_lost_after_s: float = DEFAULT_LOST_AFTER_S
 
     def __post_init__(self) -> None:
         # 0 would be a busy loop on Redis (a reap every 0 s, a sleep of 0 s)
@@ -76,6 +80,7 @@ class SchedulerSettings:
         checks.seconds("spin_s", self.spin_s)
         checks.whole("--batch", self.promote_batch, least=1)
         checks.whole("reap_batch", self.reap_batch, least=1)
+        checks.seconds("workflow_lost_after_s", self.workflow_lost_after_s, positive=True)
 
 
 @dataclass(frozen=True)
@@ -233,6 +238,12 @@ class Scheduler:
             self.metrics.recounted(repaired)
         if repaired:
             log.info("QUEUED recount: %d type(s) fixed, %d task(s) of drift", repaired, drift)
+        lost_after = self.settings.workflow_lost_after_s
+        swept = self._retrying(lambda: sweep(self.redis, self.keys, lost_after_s=lost_after))
+        if self.metrics is not None:
+            self.metrics.workflows(swept)
+        for workflow_id, reason in swept.ended:
+            log.warning("workflow %s failed: %s", workflow_id, reason)
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         """``fn`` retried until stop, every failed attempt counted."""

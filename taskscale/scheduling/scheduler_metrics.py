@@ -19,11 +19,15 @@ is a script in Redis, and any other scheduler does the same work).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from taskscale.health import METRICS_HOST, HealthState, MetricsServer
 from taskscale.metrics import register_process_metrics
+
+if TYPE_CHECKING:
+    from taskscale.workflows.sweep import SweepResult
 
 #: Lateness of promoted tasks (Redis clock), seconds.
 _LATENESS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300)
@@ -86,6 +90,37 @@ class SchedulerMetrics:
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=r,
         )
+
+        self.workflow_totals = Gauge(
+            "taskscale_scheduler_workflows",
+            "Workflows of the namespace by event since it was created ({ns}:workflows:totals): "
+            "started, succeeded, failed, cancelled.",
+            ["event"],
+            registry=r,
+        )
+        self.workflows_running = Gauge(
+            "taskscale_scheduler_workflows_running",
+            "Workflows running now (at the last sweep).",
+            registry=r,
+        )
+        self.steps_waiting = Gauge(
+            "taskscale_scheduler_workflow_steps_waiting",
+            "Steps of running workflows waiting on a parent (or a group's limit).",
+            registry=r,
+        )
+        self.workflows_lost = Counter(
+            "taskscale_scheduler_workflows_lost_total",
+            "Workflows this scheduler ended as failed because a step's task was lost.",
+            registry=r,
+        )
+
+    def workflows(self, swept: SweepResult) -> None:
+        """A workflow sweep: the namespace's counters, and the workflows it ended."""
+        for event in ("started", "succeeded", "failed", "cancelled"):
+            self.workflow_totals.labels(event).set(swept.totals.get(event, 0))
+        self.workflows_running.set(swept.running)
+        self.steps_waiting.set(max(0, swept.totals.get("steps_waiting", 0)))
+        self.workflows_lost.inc(len(swept.ended))
 
     def occurrence(self, schedule: str) -> None:
         """A periodic schedule's next occurrence was materialized by this scheduler."""

@@ -29,6 +29,7 @@ local n = tonumber(ARGV[2])
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
 --! include lib/limits.lua
+--! include lib/workflow.lua
 
 local done, service = {}, {}
 local recorded = 0
@@ -50,6 +51,7 @@ for i = 0, n - 1 do
         if ARGV[base + 6] ~= '' then
             fanout_final(ARGV[base + 6], 'succeeded', env, ARGV[base + 5])
         end
+        wf_step_final(env, 'succeeded', ARGV[base + 5])  -- a workflow step: its dependants
     end
 end
 

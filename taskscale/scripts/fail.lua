@@ -40,6 +40,7 @@ local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/unique_release.lua
 --! include lib/limits.lua
 --! include lib/dead_letter.lua
+--! include lib/workflow.lua
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then
@@ -86,4 +87,5 @@ end
 if ARGV[11] ~= '' then
     fanout_final(ARGV[11], 'failed', envelope, ARGV[10])
 end
+wf_step_final(envelope, 'failed', ARGV[10])  -- a workflow step: its policy
 return 1

@@ -264,7 +264,7 @@ class TaskRunner:
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "completed", elapsed)
         reply = ""
-        if env.reply_to or _collects(env):
+        if env.reply_to or _collects(env) or "workflow" in env.fields:
             reply = '{"id":' + json.dumps(env.id) + ',"ok":true,"result":' + body + "}"
         return Outcome(
             env.id,
@@ -319,7 +319,7 @@ class TaskRunner:
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "dead", elapsed)
         reply = ""
-        if env.reply_to or _collects(env):
+        if env.reply_to or _collects(env) or "workflow" in env.fields:
             reply = json.dumps(
                 {"id": env.id, "ok": False, "error_type": error_type, "error": error},
                 separators=(",", ":"),
