@@ -23,7 +23,14 @@
 --
 -- Returns the number of steps released now.
 --
--- Errors: `workflow <W> exists`, `invalid workflow: <reason>`
+-- Errors: `workflow <W> exists`,
+-- `invalid workflow: the id must be 1-64 characters of A-Z a-z 0-9 _ . -`,
+-- `invalid workflow: the policy must be "stop" or "continue"`,
+-- `invalid workflow: sinks and gates must be JSON`,
+-- `invalid workflow: step id <S> is malformed or repeated`,
+-- `invalid workflow: step <S> has no valid definition`,
+-- `invalid workflow: no steps`,
+-- `invalid workflow: step <S> waits on <P>, which is not a step listed before it`
 
 local prefix, w = ARGV[1], ARGV[2]
 --! include lib/clock.lua
