@@ -133,6 +133,7 @@ class Worker:
             max_lost=self.settings.max_lost,
             metrics=self.metrics,
             is_cancelled=lambda task_id: bool(client.exists(keys.cancel(task_id))),
+            prefix=keys.prefix,
         )
 
     def _slot_pools(self) -> dict[str, SlotPool]:
