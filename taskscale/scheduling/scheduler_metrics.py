@@ -80,6 +80,17 @@ class SchedulerMetrics:
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=r,
         )
+        self.wrong_type_keys = Counter(
+            "taskscale_scheduler_wrong_type_keys_total",
+            "Script calls refused because a key had the wrong type (BADKEY), by key: "
+            "nothing was written, the other types go on (docs/operating.md).",
+            ["key"],
+            registry=r,
+        )
+
+    def wrong_key(self, key: str) -> None:
+        """A script refused a key of the wrong type."""
+        self.wrong_type_keys.labels(key).inc()
 
     def occurrence(self, schedule: str) -> None:
         """A periodic schedule's next occurrence was materialized by this scheduler."""

@@ -24,7 +24,7 @@
 -- Returns {n enqueued, i1, id1, i2, id2, ...}: each skipped envelope's
 -- position (1-based) and the id of the task that holds its unique key.  An
 -- invalid envelope is an error "ERR invalid envelope #i: reason" and nothing
--- at all is written.
+-- at all is written; so is a key of the wrong type ("BADKEY <key> ...").
 
 local prefix, ttype = ARGV[1], ARGV[2]
 local delay = tonumber(ARGV[3]) or 0
@@ -344,6 +344,59 @@ for i = 5, #ARGV do
     if doc.unique_key ~= nil then
         uniq[n] = {doc.unique_key, doc.id}
     end
+end
+
+--! inline lib/key_types.lua
+-- Checking key types before writing anything (docs/operating.md, "A key of
+-- the wrong type"): a script that meets a key of another type than the
+-- schema's (a string where a hash belongs: a mistake by hand, another
+-- program) stops before its first write, so nothing is half done.  The
+-- including script defines `prefix` ("{ns}:") first.
+--
+-- wrong_key(checks): checks = {key1, 'hash', key2, 'list', ...} (a nil key
+-- is skipped); nil when every key is absent or of its type, else the error
+-- reply "BADKEY <key> is a <type>, not a <type>": the one shape the Python
+-- side reads (taskscale/key_types.py), which names the key.
+-- reply_key(key): key when it is a reply key of this namespace
+-- ({ns}:reply:<id>), else nil: a worker writes and expires no other key.
+local function wrong_key(checks)
+    for i = 1, #checks, 2 do
+        local key = checks[i]
+        if key then
+            local found = redis.call('TYPE', key).ok
+            if found ~= 'none' and found ~= checks[i + 1] then
+                return redis.error_reply('BADKEY ' .. key .. ' is a ' .. found .. ', not a ' .. checks[i + 1])
+            end
+        end
+    end
+    return nil
+end
+
+local function reply_key(key)
+    if type(key) == 'string' and string.sub(key, 1, #prefix) == prefix then
+        local id = string.match(string.sub(key, #prefix + 1), '^reply:([%w_%.%-]+)$')
+        if id and #id <= 128 then
+            return key
+        end
+    end
+    return nil
+end
+--! end inline
+
+-- every key this call may write, checked before the first write
+local checks = {KEYS[1], 'set', prefix .. 'stats:' .. ttype, 'hash', prefix .. 'wake:' .. ttype, 'list',
+    prefix .. 'delayed:' .. ttype, 'zset', prefix .. 'wake:scheduler', 'list'}
+for n, p in pairs(levels) do
+    checks[#checks + 1] = prefix .. 'q:' .. ttype .. ':' .. p
+    checks[#checks + 1] = 'list'
+    if uniq[n] then
+        checks[#checks + 1] = prefix .. 'unique:' .. uniq[n][1]
+        checks[#checks + 1] = 'string'
+    end
+end
+local bad = wrong_key(checks)
+if bad then
+    return bad
 end
 
 -- unique keys: take each free one, skip the envelopes whose key is held

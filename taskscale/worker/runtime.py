@@ -47,6 +47,7 @@ from typing import Any
 from taskscale.catalog import CatalogPublisher
 from taskscale.errors import describe_error
 from taskscale.health import METRICS_HOST, HealthState, MetricsServer
+from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields
 from taskscale.luascripts import scripts_for
@@ -122,7 +123,16 @@ class Worker:
             on_fatal=self._fatal,
             metrics=self.metrics,
             health=self.health,
+            wrong_keys=WrongKeys(
+                self.keys,
+                who=f"worker {self.id}",
+                count=self._count_wrong_key if self.metrics is not None else None,
+            ),
         )
+
+    def _count_wrong_key(self, key: str) -> None:
+        if self.metrics is not None:
+            self.metrics.wrong_type_keys.labels(key).inc()
 
     def _task_runner(self) -> TaskRunner:
         client, keys = self.redis, self.keys
