@@ -10,6 +10,7 @@ reply key that is not ``{NS}:reply:<id>`` is never written.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ import redis
 
 from support.counters import active, stat
 from support.scripts import claim, complete, fail, heartbeat, promote
+from taskscale.cancellation import cancel
 from taskscale.key_types import WrongKey, WrongKeys, wrong_key
 from taskscale.keys import Keys
 from taskscale.luascripts import scripts_for
@@ -144,3 +146,20 @@ def test_wrong_keys_holds_back_the_type_logs_once_and_counts_each(
     wrong.seen(redis.ResponseError("BADKEY {taskscale}:ACTIVE_TASKS is a string, not a hash"))
     assert wrong.held(["a", "b"]) == {"a", "b"}
     assert wrong.seen(redis.ResponseError("WRONGTYPE something else")) is None
+
+
+def test_cancel_answers_only_a_reply_key_and_checks_before_it_removes(
+    r: redis.Redis, keys: Keys
+) -> None:
+    r.rpush(keys.queue("other", 5), "x")
+    for task_id, reply_to in [("c1", keys.queue("other", 5)), ("c2", keys.reply("hashy"))]:
+        env = {"id": task_id, "type": "a", "args": [], "kwargs": {}, "reply_to": reply_to}
+        r.rpush(keys.queue("a", 5), json.dumps(env))
+    r.hset(keys.reply("hashy"), "k", "v")
+    assert cancel("c1", client=r, task_type="a", keys=keys).state == "queued"
+    assert r.lrange(keys.queue("other", 5), 0, -1) == [b"x"]  # not a reply key: untouched
+    assert r.ttl(keys.queue("other", 5)) == -1
+    before = _snapshot(r)
+    with pytest.raises(redis.ResponseError, match="BADKEY"):
+        cancel("c2", client=r, task_type="a", keys=keys)
+    assert _snapshot(r) == before  # not removed, nothing counted

@@ -33,7 +33,7 @@ POISON = [
     pytest.param('"timeout_ms":1e400', "timeout_ms", id="timeout-inf"),
     pytest.param('"args":{"a":1}', "args", id="args-object"),
     pytest.param('"kwargs":[1]', "kwargs", id="kwargs-array"),
-    pytest.param('"reply_to":"{taskscale}:q:echo:5"', "reply_to", id="reply_to-a-queue"),
+    pytest.param('"reply_to":"{taskscale}:q:other:5"', "reply_to", id="reply_to-a-queue"),
     pytest.param('"reply_to":"{taskscale}:ACTIVE_TASKS"', "reply_to", id="reply_to-a-hash"),
     pytest.param('"reply_to":"{other}:reply:x"', "reply_to", id="reply_to-other-namespace"),
 ]
@@ -74,6 +74,7 @@ def test_a_poison_envelope_pushed_raw_is_dead_lettered_and_the_slot_lives_on(
     assert named in letter["error"]
     assert active(r, keys, "echo") == 0
     assert r.ttl(queue) == -2 or r.ttl(queue) == -1
-    assert r.ttl(keys.queue("other", 5)) == -1
+    assert r.ttl(keys.queue("other", 5)) == -1  # never expired, never written
+    assert r.lrange(keys.queue("other", 5), 0, -1) == [b"x"]
     assert r.type(keys.active) == b"hash" and r.ttl(keys.active) == -1
     assert r.keys("{other}:*") == []
