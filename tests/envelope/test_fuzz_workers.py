@@ -7,7 +7,8 @@ worker (two slots) and a real scheduler serve them.  After every batch:
 
 * every envelope enqueue accepted or pushed raw ended completed or
   dead-lettered (retries end too), each dead letter with a reason; enqueue
-  refused the rest with one line;
+  refused the rest with one line, or skipped it naming the holder of its
+  unique key;
 * ACTIVE_TASKS is back to 0 and never went below it;
 * no slot died: a valid task enqueued after the batch completes, and at the
   end two tasks that each wait for the other complete (both slots alive);
@@ -89,7 +90,7 @@ def test_no_envelope_strands_or_loses_a_task(r: redis.Redis, redis_url: str, key
     registry = TaskRegistry()
     registry.register(FUZZ_TYPE, _fuzz_task)
     registry.register("barrier", lambda: _barrier_task(redis.Redis.from_url(redis_url), "bar"))
-    totals = {"accepted": 0, "refused": 0, "batches": 0}
+    totals = {"accepted": 0, "refused": 0, "skipped": 0, "batches": 0}
     started = time.monotonic()
 
     def settled() -> bool:
@@ -116,19 +117,28 @@ def test_no_envelope_strands_or_loses_a_task(r: redis.Redis, redis_url: str, key
         for raw, route, level in batch:
             if route == "enqueue":
                 try:
-                    enqueue(keys=[keys.types], args=[keys.prefix, FUZZ_TYPE, 0, 0, raw], client=r)
+                    reply = enqueue(
+                        keys=[keys.types], args=[keys.prefix, FUZZ_TYPE, 0, 0, raw], client=r
+                    )
                 except redis.ResponseError as exc:
                     assert str(exc).startswith("invalid envelope #1: ") and "\n" not in str(exc)
                     totals["refused"] += 1
                     continue
-            elif route == "queue":
+                if reply[0] == 0:  # its unique_key is held: enqueue named the holder
+                    assert len(reply) == 3
+                    totals["skipped"] += 1
+                    continue
+            elif route == "queue":  # as docs/schema.md's plain commands: with a wake token
                 r.rpush(keys.queue(FUZZ_TYPE, level), raw)
+                r.rpush(keys.wake(FUZZ_TYPE), "1")
             else:
                 r.zadd(keys.delayed(FUZZ_TYPE), {raw: 0})
             totals["accepted"] += 1
         producer.enqueue(FUZZ_TYPE, "sentinel")  # a slot still runs tasks
         totals["accepted"] += 1
         totals["batches"] += 1
+        if totals["batches"] % 50 == 0:  # progress of a long run (pytest -s)
+            print(f"fuzz: {totals['batches']} batches, {time.monotonic() - started:.0f} s")
         wait_until(settled, timeout=60, interval=0.05, what="every envelope ended")
         assert all(reason.strip() for reason in _dead_reasons(r, keys))
         assert stat(r, keys, FUZZ_TYPE, "active_underflow") == 0
@@ -159,8 +169,9 @@ def test_no_envelope_strands_or_loses_a_task(r: redis.Redis, redis_url: str, key
         )
     completed, dead = stat(r, keys, FUZZ_TYPE, "completed"), stat(r, keys, FUZZ_TYPE, "dead")
     print(  # the figures of a long run (pytest -s): docs/schema.md quotes them
-        f"fuzz: {totals['accepted'] + totals['refused']} envelopes in {totals['batches']} batches, "
-        f"{time.monotonic() - started:.1f} s: refused at enqueue {totals['refused']}, "
+        f"fuzz: {sum(totals.values()) - totals['batches']} envelopes in {totals['batches']} "
+        f"batches, {time.monotonic() - started:.1f} s: refused at enqueue {totals['refused']}, "
+        f"skipped (unique key held) {totals['skipped']}, "
         f"completed {completed}, dead-lettered {dead}, "
         f"retried {stat(r, keys, FUZZ_TYPE, 'retried')}"
     )
