@@ -122,7 +122,10 @@ local function take(ttype, env)
     if redis.call('HSETNX', KEYS[3], doc.id, env) == 0 then
         return dead_letter(ttype, env, 'task id ' .. doc.id .. ' is already in flight on worker ' .. worker)
     end
-    local since = tonumber(doc.due_ms) or tonumber(doc.enqueued_ms) or now
+    local since = tonumber(doc.due_ms) or tonumber(doc.enqueued_ms)
+    if not since or since ~= since or since < 0 or since > now then
+        since = now  -- absent or out of range (1e400, -1e30: the worker dead-letters it)
+    end
     claimed[ttype] = (claimed[ttype] or 0) + 1
     waited[ttype] = (waited[ttype] or 0) + math.max(0, now - since)
     out[#out + 1] = ttype

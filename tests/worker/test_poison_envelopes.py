@@ -30,6 +30,10 @@ POISON = [
     pytest.param('"attempts":1e400', "attempts", id="attempts-inf"),
     pytest.param('"priority":-1e400', "priority", id="priority-minus-inf"),
     pytest.param('"reaped":Infinity', "not JSON", id="reaped-infinity"),
+    # claim.lua summed now - enqueued_ms into wait_ms: -1e30 made HINCRBY fail,
+    # the worker took it for fatal and stopped (found by the 10 000-envelope run)
+    pytest.param('"enqueued_ms":-1e30', "enqueued_ms", id="enqueued-minus-1e30"),
+    pytest.param('"due_ms":-1e400', "due_ms", id="due-minus-inf"),
     pytest.param('"timeout_ms":1e400', "timeout_ms", id="timeout-inf"),
     pytest.param('"args":{"a":1}', "args", id="args-object"),
     pytest.param('"kwargs":[1]', "kwargs", id="kwargs-array"),
