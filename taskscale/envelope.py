@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskscale.envelope_rules import problem
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, check_name, parse_priority
 
 _COMPACT = (",", ":")
@@ -66,6 +67,7 @@ def build(
     max_retries: int | None = None,
     extra: Mapping[str, Any] | None = None,
     max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    prefix: str | None = None,
 ) -> tuple[str, str]:
     """Encode a new envelope; return ``(task_id, json)``.
 
@@ -73,7 +75,9 @@ def build(
     task's declared default (``@task(max_retries=...)``), else the runtime's
     (:data:`taskscale.options.OPTIONS`).
     Raises :class:`EnvelopeError` for a bad name, priority or argument that
-    is not JSON, and :class:`PayloadTooLarge` over ``max_bytes`` (0 = no limit).
+    is not JSON, or a field against the rules of :mod:`taskscale.envelope_rules`
+    (``reply_to`` a reply key of the namespace of ``prefix``, when given), and
+    :class:`PayloadTooLarge` over ``max_bytes`` (0 = no limit).
     """
     check_name("task type", task_type)
     task_id = check_name("task id", task_id or new_task_id())
@@ -93,6 +97,9 @@ def build(
         doc["max_retries"] = max_retries
     if extra:
         doc.update(extra)
+    why = problem(doc, prefix=prefix)
+    if why is not None:
+        raise EnvelopeError(f"task {task_type}/{task_id}: {why}")
     return task_id, encode(doc, max_bytes=max_bytes)
 
 
@@ -100,7 +107,7 @@ def encode(doc: Mapping[str, Any], *, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Compact JSON of an envelope document, size-checked."""
     try:
         text = json.dumps(doc, separators=_COMPACT, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise EnvelopeError(f"task {doc.get('id')}: arguments are not JSON: {exc}") from None
     size = len(text.encode("utf-8"))
     if max_bytes and size > max_bytes:
@@ -111,34 +118,43 @@ def encode(doc: Mapping[str, Any], *, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     return text
 
 
-def decode(raw: str | bytes) -> Envelope:
-    """Decode an envelope a worker claimed; raise :class:`EnvelopeError` if unusable."""
+def decode(raw: str | bytes, *, prefix: str | None = None) -> Envelope:
+    """Decode an envelope a worker claimed; raise :class:`EnvelopeError`
+    (naming the field) when it breaks the rules of :mod:`taskscale.envelope_rules`
+    (``reply_to``: a reply key of the namespace of ``prefix``, when given).
+    Never raises anything else, whatever the bytes."""
     try:  # bytes decoded here: json.loads would first sniff their encoding
-        doc = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise EnvelopeError(f"envelope is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise EnvelopeError("envelope is not a JSON object")
-    task_id, task_type = doc.get("id"), doc.get("type")
-    if not isinstance(task_id, str) or not isinstance(task_type, str):
-        raise EnvelopeError('envelope needs string "id" and "type"')
-    args, kwargs = doc.get("args", []), doc.get("kwargs", {})
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise EnvelopeError('"args" must be an array and "kwargs" an object')
+        doc = _DECODER.decode(raw.decode() if isinstance(raw, bytes) else raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise EnvelopeError(f"envelope is not JSON: {str(exc)[:200]}") from None
+    why = problem(doc, prefix=prefix, text=raw)
+    if why is not None:
+        raise EnvelopeError(f"invalid envelope: {why}")
+    args, kwargs = doc.get("args"), doc.get("kwargs")
     return Envelope(
-        id=task_id,
-        type=task_type,
-        args=args,
-        kwargs=kwargs,
+        id=doc["id"],
+        type=doc["type"],
+        args=args if type(args) is list else [],  # absent or {} (the rules allow it)
+        kwargs=kwargs if type(kwargs) is dict else {},
         priority=_int(doc, "priority", DEFAULT_PRIORITY),
         attempts=_int(doc, "attempts", 0),
         enqueued_ms=_opt_int(doc, "enqueued_ms"),
         due_ms=_opt_int(doc, "due_ms"),
-        reply_to=doc["reply_to"] if isinstance(doc.get("reply_to"), str) else None,
-        fanout=doc["fanout"] if isinstance(doc.get("fanout"), str) else None,
+        reply_to=doc.get("reply_to"),
+        fanout=doc.get("fanout"),
         reaped=_int(doc, "reaped", 0),
         fields=doc,
     )
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON, though Python's reader takes them: an
+    envelope holding one anywhere (its arguments too) is refused."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+#: json.loads's own decoder but for NaN / Infinity (the same C scanner).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def for_retry(env: Envelope) -> str:
@@ -146,22 +162,16 @@ def for_retry(env: Envelope) -> str:
     (the scheduler stamps the new due time when it promotes it)."""
     doc = {k: v for k, v in env.fields.items() if k != "due_ms"}
     doc["attempts"] = env.attempts + 1
-    return encode(doc, max_bytes=0)
+    # ASCII: a lone surrogate Python's reader took (as "\\ud800") stays escaped
+    return json.dumps(doc, separators=_COMPACT, allow_nan=False)
 
 
 def _int(doc: Mapping[str, Any], name: str, default: int) -> int:
+    """A field the rules checked: an int, or a float with an integral value."""
     value = doc.get(name, default)
-    if type(value) is int:  # the usual case, checked first: one look-up per task field
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return int(value)
+    return value if type(value) is int else int(value)
 
 
 def _opt_int(doc: Mapping[str, Any], name: str) -> int | None:
     value = doc.get(name)
-    if type(value) is int:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
+    return value if value is None or type(value) is int else int(value)

@@ -46,7 +46,8 @@ def describe_error(exc: BaseException, *, client: RedisClient | None = None) -> 
         return f"Redis{where} refused the credentials: {text}"
     if isinstance(exc, TRANSIENT_ERRORS):
         return f"cannot reach Redis{where}: {text}"
-    if isinstance(exc, redis.ResponseError) and text.startswith("WRONGTYPE"):
+    # BADKEY: a script's check before it writes, naming the key (taskscale.key_types)
+    if isinstance(exc, redis.ResponseError) and text.startswith(("WRONGTYPE", "BADKEY")):
         return (
             f"a taskscale key in Redis{where} holds the wrong type of value "
             f"(another application uses this namespace? try --namespace): {text}"

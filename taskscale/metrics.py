@@ -87,6 +87,13 @@ class WorkerMetrics:
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=self.registry,
         )
+        self.wrong_type_keys = Counter(
+            "taskscale_worker_wrong_type_keys_total",
+            "Script calls refused because a key had the wrong type (BADKEY), by key: "
+            "nothing was written, the key's task type is held back (docs/operating.md).",
+            ["key"],
+            registry=self.registry,
+        )
         self.set_pools(threads=threads, async_slots=0)  # the worker says which pools it runs
         # Labelled children are looked up once per type, not once per task:
         # labels() validates and locks on every call, which cost a no-op

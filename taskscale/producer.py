@@ -165,6 +165,7 @@ class Producer:
             max_retries=retries,
             extra=fields,
             max_bytes=self.settings.max_payload_bytes,
+            prefix=self.keys.prefix,
         )
         holders = self._push(task_type, [doc], delay)
         return holders.get(0, task_id)
@@ -198,6 +199,7 @@ class Producer:
                 max_retries=retries,
                 extra=fields,
                 max_bytes=self.settings.max_payload_bytes,
+                prefix=self.keys.prefix,
             )
             ids.append(task_id)
             docs.append(doc)

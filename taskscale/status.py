@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
+import redis
+
 from taskscale.durations import span
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import TypeLimits, parse_limits
@@ -47,7 +49,15 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     pipe.hgetall(keys.idle_since)
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.hgetall(keys.limits)
-    members, active, idle, workers, raw_limits = pipe.execute()
+    wrong: dict[str, str] = {}  # key -> the type taskscale keeps there
+    first: list[tuple[str, str, Any]] = [
+        (keys.types, "set", set()),
+        (keys.active, "hash", {}),
+        (keys.idle_since, "hash", {}),
+        (keys.workers, "zset", []),
+        (keys.limits, "hash", {}),
+    ]
+    members, active, idle, workers, raw_limits = _read(pipe, first, wrong)
     # the clock of the server holding the namespace: a call of its own (a
     # cluster pipeline takes neither TIME nor EVAL)
     now = server_time(client, keys)
@@ -55,19 +65,26 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     limits = parse_limits(raw_limits)
     names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits))
     pipe = client.pipeline(transaction=False)
+    reads: list[tuple[str, str, Any]] = []
     for name in names:
         for level in range(PRIORITY_LEVELS):
             pipe.llen(keys.queue(name, level))
+            reads.append((keys.queue(name, level), "list", 0))
         pipe.zcard(keys.delayed(name))
         pipe.llen(keys.dead(name))
         pipe.zcount(keys.delayed(name), "-inf", now_ms - OVERDUE_GRACE_MS)
         pipe.zrange(keys.delayed(name), 0, 0, withscores=True)  # the earliest due
         pipe.hgetall(keys.stats(name))
+        delayed, dead, skey = keys.delayed(name), keys.dead(name), keys.stats(name)
+        reads += [(delayed, "zset", 0), (dead, "list", 0), (delayed, "zset", 0)]
+        reads += [(delayed, "zset", []), (skey, "hash", {})]
     for worker_id, _ in workers:
         pipe.hgetall(keys.worker(as_text(worker_id)))
+        reads.append((keys.worker(as_text(worker_id)), "hash", {}))
     pipe.zrangebyscore(keys.schedulers, now_ms, "+inf")
     pipe.zcount(keys.fanouts_open, now_ms, "+inf")
-    *replies, schedulers, open_fanouts = pipe.execute()
+    reads += [(keys.schedulers, "zset", []), (keys.fanouts_open, "zset", 0)]
+    *replies, schedulers, open_fanouts = _read(pipe, reads, wrong)
     per_type = PRIORITY_LEVELS + 5
     active_by = {as_text(k): _int(v) for k, v in active.items()}
     idle_by = {as_text(k): float(v) for k, v in idle.items()}
@@ -103,8 +120,28 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         "schedules": [s.as_dict() for s in list_schedules(client, keys)],
         "open_fanouts": open_fanouts,
     }
+    status["wrong_type_keys"] = {
+        key: f"{as_text(client.type(key))} where taskscale keeps a {wanted}"
+        for key, wanted in sorted(wrong.items())
+    }
     status["warnings"] = warnings(status, now_ms)
     return status
+
+
+def _read(pipe: Any, reads: list[tuple[str, str, Any]], wrong: dict[str, str]) -> list[Any]:
+    """The pipeline's replies, a key of the wrong type read as empty and noted
+    in ``wrong`` (key -> the type taskscale keeps there): the status still
+    shows everything else, and warns (docs/operating.md, "A key of the wrong type")."""
+    replies = pipe.execute(raise_on_error=False)
+    out = []
+    for reply, (key, wanted, empty) in zip(replies, reads, strict=True):
+        if isinstance(reply, redis.ResponseError) and "WRONGTYPE" in str(reply):
+            wrong[key] = wanted
+            reply = empty
+        elif isinstance(reply, Exception):
+            raise reply
+        out.append(reply)
+    return out
 
 
 def _overdue_s(earliest: list[tuple[Any, float]], now_ms: int) -> float:
@@ -211,6 +248,12 @@ def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
                 f"{alive} scheduler(s) are alive: {listed}; a scheduler may be stuck or "
                 "unable to keep up (its log, its taskscale_scheduler_* metrics)"
             )
+    for key, what in status.get("wrong_type_keys", {}).items():
+        found.append(
+            f"key {key} is a {what}: the scripts refuse it and write nothing (what it "
+            "concerns is held back; workers and schedulers serve the rest); delete or "
+            "rename it (docs/operating.md, 'A key of the wrong type')"
+        )
     for name, t in sorted(status["types"].items()):
         if t["queued"] and name not in served:
             found.append(

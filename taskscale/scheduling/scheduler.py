@@ -43,11 +43,13 @@ import redis
 
 from taskscale import checks
 from taskscale.alarm import Alarm as _Alarm
+from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import bound_script, scripts_for
 from taskscale.redis_urls import RedisClient, node_client
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.scheduling.schedules import advance_due
+from taskscale.text import as_text
 from taskscale.workflows.sweep import DEFAULT_LOST_AFTER_S, sweep
 
 if TYPE_CHECKING:
@@ -118,6 +120,11 @@ class Scheduler:
         self.id = check_name(
             "scheduler id", f"{socket.gethostname()[:80]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
+        self.wrong_keys = WrongKeys(
+            self.keys,
+            who=f"scheduler {self.id}",
+            count=metrics.wrong_key if metrics is not None else None,
+        )
         self.promoted = 0
         self.reaped_tasks = 0
         #: Schedule occurrences this scheduler materialized (taskscale.scheduling.schedules).
@@ -139,7 +146,9 @@ class Scheduler:
             args=[self.keys.prefix, self.settings.promote_batch],
             client=self.redis,
         )
-        promoted, next_due, now, more, late = (int(x) for x in reply)
+        promoted, next_due, now, more, late = (int(x) for x in reply[:5])
+        for error in reply[5] if len(reply) > 5 else ():  # types skipped: a key of the wrong type
+            self.wrong_keys.seen(redis.ResponseError(as_text(error)))
         return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more), late)
 
     def advance_schedules(self, now_ms: int) -> list[int]:
@@ -192,23 +201,24 @@ class Scheduler:
         try:
             while not self._stop.is_set():
                 if time.monotonic() >= next_beat:
-                    alive = self._retrying(self.beat)
+                    alive = self._guarded(self.beat, 0)
                     if self.metrics is not None:
                         self.metrics.beat(alive)
                     next_beat = time.monotonic() + self.settings.lease_s / 4
                 if time.monotonic() >= next_reap:
                     self._reap_logged()
                     next_reap = time.monotonic() + self.settings.lease_s / 2
-                result = self._retrying(self.promote)
+                result = self._guarded(self.promote, PromoteResult(0, None, 0, False, 0))
                 self.promoted += result.promoted
                 if self.metrics is not None:
                     self.metrics.promoted(result.promoted, result.lateness_ms)
                 if result.promoted:
                     self.lateness_ms.append(result.lateness_ms)
-                advanced = retrying(
-                    functools.partial(self.advance_schedules, result.now_ms),
-                    give_up_when=self._stop.is_set,
-                )
+                advanced: list[int] = []
+                if result.now_ms:  # 0: promote was refused (a key of the wrong type)
+                    advanced = self._guarded(
+                        functools.partial(self.advance_schedules, result.now_ms), []
+                    )
                 if result.more or any(at <= result.now_ms for at in advanced):
                     continue  # a caught-up occurrence is due already
                 soonest = min(next_reap, next_beat) - time.monotonic()
@@ -227,7 +237,7 @@ class Scheduler:
         return 0
 
     def _reap_logged(self) -> None:
-        workers, tasks = self._retrying(self.reap)
+        workers, tasks = self._guarded(self.reap, (0, 0))
         self.reaped_tasks += tasks
         if self.metrics is not None:
             self.metrics.reaped(workers, tasks)
@@ -244,6 +254,17 @@ class Scheduler:
             self.metrics.workflows(swept)
         for workflow_id, reason in swept.ended:
             log.warning("workflow %s failed: %s", workflow_id, reason)
+
+    def _guarded(self, fn: Callable[[], T], refused: T) -> T:
+        """``fn`` retried until stop; when a script refuses a key of the wrong
+        type, that is reported (taskscale.key_types) and ``refused`` returned:
+        the loop goes on, for every type the key does not concern."""
+        try:
+            return self._retrying(fn)
+        except redis.ResponseError as exc:
+            if self.wrong_keys.seen(exc) is None:
+                raise
+            return refused
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         """``fn`` retried until stop, every failed attempt counted."""

@@ -90,6 +90,13 @@ class SchedulerMetrics:
             "Redis calls that failed with a connection or timeout error (then retried).",
             registry=r,
         )
+        self.wrong_type_keys = Counter(
+            "taskscale_scheduler_wrong_type_keys_total",
+            "Script calls refused because a key had the wrong type (BADKEY), by key: "
+            "nothing was written, the other types go on (docs/operating.md).",
+            ["key"],
+            registry=r,
+        )
 
         self.workflow_totals = Gauge(
             "taskscale_scheduler_workflows",
@@ -113,6 +120,10 @@ class SchedulerMetrics:
             "Workflows this scheduler ended as failed because a step's task was lost.",
             registry=r,
         )
+
+    def wrong_key(self, key: str) -> None:
+        """A script refused a key of the wrong type."""
+        self.wrong_type_keys.labels(key).inc()
 
     def workflows(self, swept: SweepResult) -> None:
         """A workflow sweep: the namespace's counters, and the workflows it ended."""

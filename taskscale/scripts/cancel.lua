@@ -28,7 +28,7 @@
 -- {"unknown", ""} (unknown: finished, never enqueued, or beyond the search
 -- limit).
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix, wanted, given, flag_ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
@@ -40,6 +40,15 @@ local fanout = ARGV[6] or ''
 --! include lib/fanout_final.lua
 --! include lib/unique_release.lua
 --! include lib/queued.lua
+--! include lib/key_types.lua
+
+-- the keys finish() writes, checked before the task is removed: a wrong type
+-- is the error "BADKEY <key> ..." and nothing is written (lib/key_types.lua)
+local function finish_problem(ttype, doc)
+    local f = doc and type(doc.fanout) == 'string' and doc.fanout ~= '' and doc.fanout
+    return wrong_key({prefix .. 'stats:' .. ttype, 'hash', doc and reply_key(doc.reply_to) or false, 'list',
+        f and prefix .. 'fanout:' .. f or false, 'hash'})
+end
 
 for _, worker in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     if redis.call('HEXISTS', prefix .. 'inflight:' .. worker, wanted) == 1 then
@@ -56,10 +65,11 @@ local function finish(ttype, env, doc, unreleased)
     if doc and type(doc.fanout) == 'string' and doc.fanout ~= '' then
         fanout_final(doc.fanout, 'failed', env, reply, unreleased)
     end
-    if doc and type(doc.reply_to) == 'string' and doc.reply_to ~= '' then
-        redis.call('RPUSH', doc.reply_to, reply)
+    local rkey = doc and reply_key(doc.reply_to)
+    if rkey then  -- only a reply key of the namespace, never a queue or any other key
+        redis.call('RPUSH', rkey, reply)
         local ttl = tonumber(doc.reply_ttl) or 300
-        redis.call('EXPIRE', doc.reply_to, math.max(1, math.floor(ttl)))
+        redis.call('EXPIRE', rkey, math.max(1, math.floor(ttl)))
     end
 end
 
@@ -67,8 +77,9 @@ local needle = '"' .. wanted .. '"'
 
 -- Find the entry of list `key` whose id is `wanted`, reading at most `most`
 -- entries (in chunks); LREM it and return it with its decoded document, or
--- nil and how many entries were read.
-local function take_from_list(key, most)
+-- nil and how many entries were read (and the BADKEY error of a key of
+-- type `ttype` the cancel would write, when one is wrong: nothing removed).
+local function take_from_list(key, most, ttype)
     local size = redis.call('LLEN', key)
     local start, read = 0, 0
     while start < size and start < most do
@@ -77,6 +88,10 @@ local function take_from_list(key, most)
             if string.find(env, needle, 1, true) then
                 local _, id, doc = level_and_id(env)
                 if id == wanted then
+                    local bad = finish_problem(ttype, doc)
+                    if bad then
+                        return nil, nil, 0, bad
+                    end
                     redis.call('LREM', key, 1, env)
                     return env, doc
                 end
@@ -91,7 +106,10 @@ end
 if fanout ~= '' then
     local ftype = redis.call('HGET', prefix .. 'fanout:' .. fanout, 'type')
     if ftype then
-        local env, doc = take_from_list(prefix .. 'fanout:' .. fanout .. ':pending', limit)
+        local env, doc, _, bad = take_from_list(prefix .. 'fanout:' .. fanout .. ':pending', limit, ftype)
+        if bad then
+            return bad
+        end
         if env then
             finish(ftype, env, doc, true)
             return {'pending', fanout}
@@ -111,6 +129,10 @@ for _, ttype in ipairs(types) do
         if string.find(env, needle, 1, true) then
             local _, id, doc = level_and_id(env)
             if id == wanted then
+                local bad = finish_problem(ttype, doc)
+                if bad then
+                    return bad
+                end
                 redis.call('ZREM', dkey, env)
                 finish(ttype, env, doc)
                 return {'delayed', ttype}
@@ -119,7 +141,10 @@ for _, ttype in ipairs(types) do
     end
     local read = 0  -- the queues of a type share one read limit
     for level = 0, 9 do
-        local env, doc, seen = take_from_list(prefix .. 'q:' .. ttype .. ':' .. level, limit - read)
+        local env, doc, seen, bad = take_from_list(prefix .. 'q:' .. ttype .. ':' .. level, limit - read, ttype)
+        if bad then
+            return bad
+        end
         if env then
             count_queued(ttype, -1)
             finish(ttype, env, doc)

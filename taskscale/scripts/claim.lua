@@ -33,12 +33,32 @@
 -- should not wait on their wake lists before then, and claim again then).
 -- An envelope that does not decode, lacks an id, names another type or
 -- repeats an id W already holds goes to dead:T with the reason (under the
--- cap of ARGV[4], like any dead letter).
+-- cap of ARGV[4], like any dead letter).  A key of the wrong type is the
+-- error "BADKEY <key> ..." before anything is written (lib/key_types.lua).
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 --! include lib/clock.lua
+--! include lib/key_types.lua
+
+-- every key this claim may write, checked before the first write
+local checks = {KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4] or false, 'hash'}
+for i = 5, #ARGV do
+    local t = ARGV[i]
+    for _, c in ipairs({prefix .. 'stats:' .. t, 'hash', prefix .. 'dead:' .. t, 'list',
+        prefix .. 'wake:' .. t, 'list', prefix .. 'bucket:' .. t, 'hash'}) do
+        checks[#checks + 1] = c
+    end
+    for level = 0, 9 do
+        checks[#checks + 1] = prefix .. 'q:' .. t .. ':' .. level
+        checks[#checks + 1] = 'list'
+    end
+end
+local bad = wrong_key(checks)
+if bad then
+    return bad
+end
 
 local lease = redis.call('ZSCORE', KEYS[2], worker)
 if not lease or tonumber(lease) < now then
@@ -106,7 +126,10 @@ local function take(ttype, env)
     if redis.call('HSETNX', KEYS[3], doc.id, env) == 0 then
         return dead_letter(ttype, env, 'task id ' .. doc.id .. ' is already in flight on worker ' .. worker)
     end
-    local since = tonumber(doc.due_ms) or tonumber(doc.enqueued_ms) or now
+    local since = tonumber(doc.due_ms) or tonumber(doc.enqueued_ms)
+    if not since or since ~= since or since < 0 or since > now then
+        since = now  -- absent or out of range (1e400, -1e30: the worker dead-letters it)
+    end
     claimed[ttype] = (claimed[ttype] or 0) + 1
     waited[ttype] = (waited[ttype] or 0) + math.max(0, now - since)
     out[#out + 1] = ttype

@@ -18,8 +18,11 @@
 --
 -- Returns the number of tasks recorded.  Stats "active_underflow" counts
 -- decrements that would have taken ACTIVE_TASKS below 0 (it should stay 0).
+-- A key of the wrong type is the error "BADKEY <key> ..." and nothing is
+-- written (lib/key_types.lua); a reply key that is not {ns}:reply:<id> is
+-- never written.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -30,6 +33,21 @@ local n = tonumber(ARGV[2])
 --! include lib/unique_release.lua
 --! include lib/limits.lua
 --! include lib/workflow.lua
+--! include lib/key_types.lua
+
+local checks = {KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4] or false, 'hash'}
+for i = 0, n - 1 do
+    local base = 3 + i * 7
+    local ttype, f = ARGV[base + 1], ARGV[base + 6]
+    for _, c in ipairs({prefix .. 'stats:' .. ttype, 'hash', prefix .. 'wake:' .. ttype, 'list',
+        reply_key(ARGV[base + 3]) or false, 'list', f ~= '' and prefix .. 'fanout:' .. f or false, 'hash'}) do
+        checks[#checks + 1] = c
+    end
+end
+local bad = wrong_key(checks)
+if bad then
+    return bad
+end
 
 local done, service = {}, {}
 local recorded = 0
@@ -43,10 +61,10 @@ for i = 0, n - 1 do
         recorded = recorded + 1
         done[ttype] = (done[ttype] or 0) + 1
         service[ttype] = (service[ttype] or 0) + ms
-        local reply_key = ARGV[base + 3]
-        if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
-            redis.call('RPUSH', reply_key, ARGV[base + 5])
-            redis.call('EXPIRE', reply_key, tonumber(ARGV[base + 4]) or 300)
+        local rkey = reply_key(ARGV[base + 3])
+        if rkey then
+            redis.call('RPUSH', rkey, ARGV[base + 5])
+            redis.call('EXPIRE', rkey, tonumber(ARGV[base + 4]) or 300)
         end
         if ARGV[base + 6] ~= '' then
             fanout_final(ARGV[base + 6], 'succeeded', env, ARGV[base + 5])

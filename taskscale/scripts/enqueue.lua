@@ -8,7 +8,8 @@
 -- ARGV[2]  T, the task type
 -- ARGV[3]  delay in ms: 0 = ready now, > 0 = due at TIME + delay
 -- ARGV[4]  largest envelope accepted, in bytes (0 = no limit)
--- ARGV[5..] envelopes: JSON objects with at least "id" and "type" (= T);
+-- ARGV[5..] envelopes: JSON objects with at least "id" and "type" (= T),
+--          valid by the rules of docs/schema.md (lib/envelope_rules.lua);
 --          the script appends "enqueued_ms" from TIME (the last duplicate
 --          key wins in JSON readers, so a stale one is overridden)
 --
@@ -22,16 +23,18 @@
 --
 -- Returns {n enqueued, i1, id1, i2, id2, ...}: each skipped envelope's
 -- position (1-based) and the id of the task that holds its unique key.  An
--- invalid envelope is an error (Errors, below) and nothing
--- at all is written.
+-- invalid envelope is an error "invalid envelope #i: reason" and nothing
+-- at all is written; so is a key of the wrong type ("BADKEY <key> ...").
 --
 -- Errors: `invalid envelope #<i>: <n> bytes is over the limit of <ARGV[4]>`
 --         `invalid envelope #<i>: not a JSON object`
---         `invalid envelope #<i>: "id" must be 1-128 characters of A-Z a-z 0-9 _ . -`
+--         `invalid envelope #<i>: not UTF-8`
+--         `invalid envelope #<i>: not JSON (NaN, Infinity, hex or a control character)`
+--         `invalid envelope #<i>: "<field>" is missing`
+--         `invalid envelope #<i>: "<field>" must be <rule>` (docs/schema.md, "Validation rules")
 --         `invalid envelope #<i>: "type" must be <T>`
---         `invalid envelope #<i>: "priority" must be an integer 0-9`
---         `invalid envelope #<i>: "unique_key" must be 1-200 characters of A-Z a-z 0-9 _ . - :`
---         `invalid envelope #<i>: "unique_for_ms" must be a number >= 0`
+--         `invalid envelope #<i>: "<field>" is nested deeper than 32 levels`
+--         `BADKEY <key> is a <found>, not a <wanted>`
 --         (<i> is the envelope's 1-based position among ARGV[5..]; nothing is written)
 
 local prefix, ttype = ARGV[1], ARGV[2]
@@ -98,9 +101,252 @@ local function stamp_first(env, field, json_text)
 end
 --! end inline
 
-local function valid_name(s)
-    return type(s) == 'string' and #s >= 1 and #s <= 128 and string.match(s, '^[%w_%.%-]+$') ~= nil
+--! inline lib/envelope_rules.lua
+-- The envelope's validation rules (docs/schema.md, "Validation rules"): the
+-- Lua twin of taskscale/envelope_rules.py, which the Python producer and
+-- worker go by; tests/envelope/test_rules_agree.py feeds both the same
+-- envelopes.  Inlined into enqueue.lua (a standalone script: a copy).
+--
+-- envelope_problem(env, ttype, prefix): nil when the JSON text env is an
+-- envelope of type ttype a worker can run, else one line naming the field.
+-- It also returns the decoded priority (0-9, default 5).
+local RULE_MAX_INT = 9007199254740991
+local RULE_MAX_MS = 315360000000
+local RULE_MAX_S = 315360000
+local RULE_MAX_DEPTH = 32
+local RULE_NAME = '^[%w_%.%-]+$'
+
+local function rule_int(least, most)
+    local text = string.format('must be an integer %.0f to %.0f', least, most)
+    return function(v)
+        if type(v) == 'number' and v == v and v == math.floor(v) and v >= least and v <= most then
+            return nil
+        end
+        return text
+    end
 end
+
+local function rule_name(v)
+    if type(v) == 'string' and #v >= 1 and #v <= 128 and string.match(v, RULE_NAME) then
+        return nil
+    end
+    return 'must be 1-128 characters of A-Z a-z 0-9 _ . -'
+end
+
+-- cjson reads [] and {} alike: an empty table is both an array and an object
+local function rule_array(v)
+    if type(v) == 'table' and (next(v) == nil or type(next(v)) == 'number') then
+        return nil
+    end
+    return 'must be an array'
+end
+
+local function rule_object(v)
+    if type(v) == 'table' and (next(v) == nil or type(next(v)) == 'string') then
+        return nil
+    end
+    return 'must be an object'
+end
+
+local rule_ms = rule_int(0, RULE_MAX_MS)
+local function rule_backoff(v)
+    local text = string.format('must be an integer 1 to %.0f or a list of 1-100 integers 0 to %.0f',
+        RULE_MAX_MS, RULE_MAX_MS)
+    if type(v) == 'table' then
+        if next(v) == nil or type(next(v)) ~= 'number' or #v > 100 then
+            return text
+        end
+        for _, step in ipairs(v) do
+            if rule_ms(step) then
+                return text
+            end
+        end
+        return nil
+    end
+    if rule_int(1, RULE_MAX_MS)(v) then
+        return text
+    end
+    return nil
+end
+
+local RULES = {
+    id = rule_name,
+    type = rule_name,
+    args = rule_array,
+    kwargs = rule_object,
+    priority = rule_int(0, 9),
+    enqueued_ms = rule_int(0, RULE_MAX_INT),
+    due_ms = rule_int(0, RULE_MAX_INT),
+    attempts = rule_int(0, RULE_MAX_INT),
+    max_retries = rule_int(0, RULE_MAX_INT),
+    retry_backoff_ms = rule_backoff,
+    retry_backoff_max_ms = rule_int(1, RULE_MAX_MS),
+    timeout_ms = rule_int(1, RULE_MAX_MS),
+    reply_ttl = rule_int(1, RULE_MAX_S),
+    fanout = rule_name,
+    fanout_seq = rule_int(0, RULE_MAX_INT),
+    fanout_collect = function(v)
+        if type(v) == 'boolean' then
+            return nil
+        end
+        return 'must be true or false'
+    end,
+    unique_key = function(v)
+        if type(v) == 'string' and #v >= 1 and #v <= 200 and string.match(v, '^[%w_%.%-:]+$') then
+            return nil
+        end
+        return 'must be 1-200 characters of A-Z a-z 0-9 _ . - :'
+    end,
+    unique_for_ms = rule_ms,
+    reaped = rule_int(0, RULE_MAX_INT),
+}
+
+local function rule_depth(t, limit)
+    if type(t) ~= 'table' or limit <= 0 then
+        return 0
+    end
+    local deepest = 0
+    for _, v in pairs(t) do
+        if type(v) == 'table' then
+            local d = rule_depth(v, limit - 1)
+            if d > deepest then
+                deepest = d
+            end
+            if deepest >= limit - 1 then
+                break
+            end
+        end
+    end
+    return 1 + deepest
+end
+
+-- strict UTF-8 (no overlong forms, no surrogates), as the Python worker reads it
+local function rule_utf8(s)
+    local i = 1
+    while true do
+        i = string.find(s, '[\128-\255]', i)
+        if not i then
+            return true
+        end
+        local c, len = string.byte(s, i), 0
+        if c >= 0xC2 and c <= 0xDF then
+            len = 1
+        elseif c >= 0xE0 and c <= 0xEF then
+            len = 2
+        elseif c >= 0xF0 and c <= 0xF4 then
+            len = 3
+        else
+            return false
+        end
+        for k = 1, len do
+            local b = string.byte(s, i + k)
+            if not b or b < 0x80 or b > 0xBF then
+                return false
+            end
+        end
+        local b1 = string.byte(s, i + 1)
+        if (c == 0xE0 and b1 < 0xA0) or (c == 0xED and b1 > 0x9F) or (c == 0xF0 and b1 < 0x90)
+            or (c == 0xF4 and b1 > 0x8F) then
+            return false
+        end
+        i = i + len + 1
+    end
+end
+
+local function rule_number(tok)
+    if tok == 'true' or tok == 'false' or tok == 'null' then
+        return true
+    end
+    local int, frac, exp = string.match(tok, '^%-?(%d+)(%.?%d*)(.*)$')
+    if not int or (#int > 1 and string.sub(int, 1, 1) == '0') or frac == '.' then
+        return false
+    end
+    return exp == '' or string.match(exp, '^[eE][-+]?%d+$') ~= nil
+end
+
+-- cjson also reads NaN, Infinity, hex, "+1", "01", "1." and raw control
+-- characters in strings, which JSON (and the Python worker) refuse: the bare
+-- tokens outside strings and the strings' bytes are checked when a cheap look
+-- says one may be there
+local function rule_plain_json(s)
+    if not (string.find(s, '[%z\1-\31]') or string.find(s, '[:,%[]%s*[-+]?[NIniXx+]')
+        or string.find(s, '[:,%[]%s*%-?0[%w]') or string.find(s, '%d%.[^%d]')) then
+        return true
+    end
+    local i, n = 1, #s
+    while i <= n do
+        local q = string.find(s, '"', i, true)
+        for tok in string.gmatch(string.sub(s, i, (q or n + 1) - 1), '[^%s%[%]{}:,]+') do
+            if not rule_number(tok) then
+                return false
+            end
+        end
+        if not q then
+            return true
+        end
+        local j = q + 1
+        while true do
+            local e = string.find(s, '["\\]', j)
+            if not e then
+                return true  -- unterminated: cjson refused it already
+            end
+            if string.find(string.sub(s, j, e - 1), '[%z\1-\31]') then
+                return false
+            end
+            if string.sub(s, e, e) == '"' then
+                j = e + 1
+                break
+            end
+            j = e + 2
+        end
+        i = j
+    end
+    return true
+end
+
+local function envelope_problem(env, ttype, prefix)
+    local ok, doc = pcall(cjson.decode, env)
+    if not ok or type(doc) ~= 'table' or (next(doc) ~= nil and type(next(doc)) ~= 'string') then
+        return 'not a JSON object'
+    end
+    if not rule_utf8(env) then
+        return 'not UTF-8'
+    end
+    if not rule_plain_json(env) then
+        return 'not JSON (NaN, Infinity, hex or a control character)'
+    end
+    for _, name in ipairs({'id', 'type'}) do
+        if doc[name] == nil then
+            return '"' .. name .. '" is missing'
+        end
+    end
+    for name, v in pairs(doc) do
+        local rule = RULES[name]
+        local why = nil
+        if rule then
+            why = rule(v)
+        elseif name == 'reply_to' then
+            local rest = type(v) == 'string' and string.sub(v, 1, #prefix) == prefix
+                and string.match(string.sub(v, #prefix + 1), '^reply:([%w_%.%-]+)$')
+            if not rest or #rest > 128 then
+                why = 'must be a reply key ' .. prefix .. 'reply:<id>'
+            end
+        end
+        if why then
+            return '"' .. name .. '" ' .. why
+        end
+    end
+    if doc.type ~= ttype then
+        return '"type" must be ' .. ttype
+    end
+    for _, name in ipairs({'args', 'kwargs'}) do
+        if rule_depth(doc[name], RULE_MAX_DEPTH + 1) > RULE_MAX_DEPTH then
+            return '"' .. name .. '" is nested deeper than ' .. RULE_MAX_DEPTH .. ' levels'
+        end
+    end
+    return nil, doc.priority or 5, doc
+end
+--! end inline
 
 -- validate everything first: all or nothing
 local levels, uniq = {}, {}
@@ -110,34 +356,67 @@ for i = 5, #ARGV do
     if max_bytes > 0 and #env > max_bytes then
         return redis.error_reply('invalid envelope #' .. n .. ': ' .. #env .. ' bytes is over the limit of ' .. max_bytes)
     end
-    local ok, doc = pcall(cjson.decode, env)
-    if not ok or type(doc) ~= 'table' then
-        return redis.error_reply('invalid envelope #' .. n .. ': not a JSON object')
-    end
-    if not valid_name(doc.id) then
-        return redis.error_reply('invalid envelope #' .. n .. ': "id" must be 1-128 characters of A-Z a-z 0-9 _ . -')
-    end
-    if doc.type ~= ttype then
-        return redis.error_reply('invalid envelope #' .. n .. ': "type" must be ' .. ttype)
-    end
-    local p = doc.priority
-    if p == nil then
-        p = 5
-    elseif type(p) ~= 'number' or p ~= math.floor(p) or p < 0 or p > 9 then
-        return redis.error_reply('invalid envelope #' .. n .. ': "priority" must be an integer 0-9')
+    local why, p, doc = envelope_problem(env, ttype, prefix)
+    if why then
+        return redis.error_reply('invalid envelope #' .. n .. ': ' .. why)
     end
     levels[n] = p
-    local uk = doc.unique_key
-    if uk ~= nil then
-        if type(uk) ~= 'string' or #uk < 1 or #uk > 200 or string.match(uk, '^[%w_%.%-:]+$') == nil then
-            return redis.error_reply('invalid envelope #' .. n .. ': "unique_key" must be 1-200 characters of A-Z a-z 0-9 _ . - :')
-        end
-        local uf = doc.unique_for_ms
-        if uf ~= nil and (type(uf) ~= 'number' or uf < 0) then
-            return redis.error_reply('invalid envelope #' .. n .. ': "unique_for_ms" must be a number >= 0')
-        end
-        uniq[n] = {uk, doc.id}
+    if doc.unique_key ~= nil then
+        uniq[n] = {doc.unique_key, doc.id}
     end
+end
+
+--! inline lib/key_types.lua
+-- Checking key types before writing anything (docs/operating.md, "A key of
+-- the wrong type"): a script that meets a key of another type than the
+-- schema's (a string where a hash belongs: a mistake by hand, another
+-- program) stops before its first write, so nothing is half done.  The
+-- including script defines `prefix` ("{ns}:") first.
+--
+-- wrong_key(checks): checks = {key1, 'hash', key2, 'list', ...} (a nil key
+-- is skipped); nil when every key is absent or of its type, else the error
+-- reply "BADKEY <key> is a <type>, not a <type>": the one shape the Python
+-- side reads (taskscale/key_types.py), which names the key.
+-- reply_key(key): key when it is a reply key of this namespace
+-- ({ns}:reply:<id>), else nil: a worker writes and expires no other key.
+local function wrong_key(checks)
+    for i = 1, #checks, 2 do
+        local key = checks[i]
+        if key then
+            local found = redis.call('TYPE', key).ok
+            if found ~= 'none' and found ~= checks[i + 1] then
+                return redis.error_reply('BADKEY ' .. key .. ' is a ' .. found .. ', not a ' .. checks[i + 1])
+            end
+        end
+    end
+    return nil
+end
+
+local function reply_key(key)
+    if type(key) == 'string' and string.sub(key, 1, #prefix) == prefix then
+        local id = string.match(string.sub(key, #prefix + 1), '^reply:([%w_%.%-]+)$')
+        if id and #id <= 128 then
+            return key
+        end
+    end
+    return nil
+end
+--! end inline
+
+-- every key this call may write, checked before the first write
+local checks = {KEYS[1], 'set', prefix .. 'stats:' .. ttype, 'hash', prefix .. 'wake:' .. ttype, 'list',
+    prefix .. 'delayed:' .. ttype, 'zset', prefix .. 'wake:scheduler', 'list'}
+for n, p in pairs(levels) do
+    checks[#checks + 1] = prefix .. 'q:' .. ttype .. ':' .. p
+    checks[#checks + 1] = 'list'
+    if uniq[n] then
+        checks[#checks + 1] = prefix .. 'unique:' .. uniq[n][1]
+        checks[#checks + 1] = 'string'
+    end
+end
+local bad = wrong_key(checks)
+if bad then
+    return bad
 end
 
 -- unique keys: take each free one, skip the envelopes whose key is held

@@ -29,8 +29,11 @@
 -- ARGV[13] dead: the traceback text kept in the record ("" = none)
 --
 -- Returns 1 if the failure was recorded, 0 if the task was not in flight.
+-- A key of the wrong type is the error "BADKEY <key> ..." and nothing is
+-- written (lib/key_types.lua); a reply key that is not {ns}:reply:<id> is
+-- never written.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/clock.lua
@@ -41,6 +44,16 @@ local prefix, id, ttype = ARGV[1], ARGV[2], ARGV[3]
 --! include lib/limits.lua
 --! include lib/dead_letter.lua
 --! include lib/workflow.lua
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4] or false, 'hash',
+    prefix .. 'stats:' .. ttype, 'hash', prefix .. 'wake:' .. ttype, 'list',
+    prefix .. 'delayed:' .. ttype, 'zset', prefix .. 'wake:scheduler', 'list',
+    prefix .. 'dead:' .. ttype, 'list', reply_key(ARGV[8]) or false, 'list',
+    (ARGV[11] or '') ~= '' and prefix .. 'fanout:' .. ARGV[11] or false, 'hash'})
+if bad then
+    return bad
+end
 
 local envelope = redis.call('HGET', KEYS[3], id)
 if not envelope then
@@ -79,10 +92,10 @@ end
 dead_push(ttype, cjson.encode(record), ARGV[12])
 redis.call('HINCRBY', skey, 'dead', 1)
 unique_release(envelope)
-local reply_key = ARGV[8]
-if reply_key ~= '' and string.sub(reply_key, 1, #prefix) == prefix then
-    redis.call('RPUSH', reply_key, ARGV[10])
-    redis.call('EXPIRE', reply_key, tonumber(ARGV[9]) or 300)
+local rkey = reply_key(ARGV[8])
+if rkey then
+    redis.call('RPUSH', rkey, ARGV[10])
+    redis.call('EXPIRE', rkey, tonumber(ARGV[9]) or 300)
 end
 if ARGV[11] ~= '' then
     fanout_final(ARGV[11], 'failed', envelope, ARGV[10])

@@ -10,12 +10,19 @@
 -- ARGV[3..] field, value pairs of the record (docs/schema.md)
 --
 -- Returns now (unix ms, Redis clock).  Sets "heartbeat_ms" to now and
--- "started_ms" on the first heartbeat of a record.
+-- "started_ms" on the first heartbeat of a record.  A key of the wrong type
+-- is the error "BADKEY <key> ..." and nothing is written (lib/key_types.lua).
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local worker, lease = ARGV[1], tonumber(ARGV[2])
 --! include lib/clock.lua
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'zset', KEYS[2], 'hash'})
+if bad then
+    return bad
+end
 
 redis.call('ZADD', KEYS[1], now + lease, worker)
 redis.call('HSETNX', KEYS[2], 'started_ms', now)

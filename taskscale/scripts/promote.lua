@@ -11,11 +11,14 @@
 -- Returns {promoted, next due unix ms (-1 = none), now unix ms, more, late}
 -- where more = 1 if some type still has due tasks (call again at once) and
 -- late = now - the earliest due time promoted in this call, in ms (how late
--- the most overdue task was; 0 if none was promoted).
+-- the most overdue task was; 0 if none was promoted), and, only when some
+-- type was skipped, wrong = the
+-- errors "BADKEY <key> ..." of the types skipped because a key of theirs has
+-- the wrong type (lib/key_types.lua): the other types are promoted.
 -- Each promoted envelope gets "due_ms" (its score) appended, so queue wait
 -- is measured from when it became due.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 1000
@@ -25,11 +28,28 @@ local limit = tonumber(ARGV[2]) or 1000
 --! include lib/ready.lua
 --! include lib/wake_cap.lua
 --! include lib/queued.lua
+--! include lib/key_types.lua
 
 local promoted, more, next_due, late = 0, 0, -1, 0
+local wrong = {}
+local bad_types = wrong_key({KEYS[1], 'set'})
+if bad_types then
+    return bad_types
+end
 for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     local dkey = prefix .. 'delayed:' .. ttype
-    local due = redis.call('ZRANGEBYSCORE', dkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+    local checks = {dkey, 'zset', prefix .. 'wake:' .. ttype, 'list'}
+    for level = 0, 9 do
+        checks[#checks + 1] = prefix .. 'q:' .. ttype .. ':' .. level
+        checks[#checks + 1] = 'list'
+    end
+    local bad = wrong_key(checks)
+    local due = {}
+    if bad then  -- this type is skipped, the others promoted (lib/key_types.lua)
+        wrong[#wrong + 1] = bad.err
+    else
+        due = redis.call('ZRANGEBYSCORE', dkey, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+    end
     if #due > 0 then
         local was_empty = false
         late = math.max(late, now - tonumber(due[2]))
@@ -56,7 +76,7 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
             redis.call('PUBLISH', prefix .. 'demand', ttype)
         end
     end
-    local head = redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
+    local head = bad and {} or redis.call('ZRANGE', dkey, 0, 0, 'WITHSCORES')
     if head[2] then
         local at = tonumber(head[2])
         if at <= now then
@@ -66,5 +86,8 @@ for _, ttype in ipairs(redis.call('SMEMBERS', KEYS[1])) do
             next_due = at
         end
     end
+end
+if #wrong > 0 then
+    return {promoted, next_due, now, more, late, wrong}
 end
 return {promoted, next_due, now, more, late}

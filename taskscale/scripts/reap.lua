@@ -14,14 +14,21 @@
 -- often instead of running it again (a poison pill that kills every worker).
 --
 -- Returns {workers reaped, tasks requeued, more (1 if the batch was full)}.
+-- A key of KEYS of the wrong type is the error "BADKEY <key> ..." before any write.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix = ARGV[1]
 local limit = tonumber(ARGV[2]) or 100
 --! include lib/clock.lua
 
 --! include lib/back_to_head.lua
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'hash', KEYS[2], 'zset'})
+if bad then
+    return bad
+end
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. now, 'LIMIT', 0, limit)
 local tasks = 0

@@ -18,13 +18,20 @@
 --          a death on each task) or "some"
 -- ARGV[4..] task ids (with "some")
 --
--- Returns the number of tasks returned to their queues.
+-- Returns the number of tasks returned to their queues.  A key of KEYS of
+-- the wrong type is the error "BADKEY <key> ..." before any write.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix, worker, mode = ARGV[1], ARGV[2], ARGV[3]
 
 --! include lib/back_to_head.lua
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash'})
+if bad then
+    return bad
+end
 
 local moved = 0
 if mode == 'final' or mode == 'dead' then

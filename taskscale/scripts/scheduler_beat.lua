@@ -8,13 +8,21 @@
 -- ARGV[1]  S (the scheduler id)
 -- ARGV[2]  lease in ms; 0 = S is stopping (removed)
 --
--- Expired members are dropped on every call.
+-- Expired members are dropped on every call.  KEYS[1] of the wrong type is
+-- the error "BADKEY <key> ..." (lib/key_types.lua).
+--
 -- Returns the number of live schedulers after the call.
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local id, lease = ARGV[1], tonumber(ARGV[2])
 --! include lib/clock.lua
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'zset'})
+if bad then
+    return bad
+end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if lease > 0 then

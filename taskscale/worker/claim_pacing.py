@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import redis
@@ -73,11 +73,15 @@ class ClaimPacer:
         self._held = held
         return 3
 
-    def sleep(self) -> None:
-        """Block until a wake token, the next token of a held type, or the idle wait."""
+    def sleep(self, skip: Collection[str] = ()) -> None:
+        """Block until a wake token, the next token of a held type, or the idle
+        wait; ``skip``: types not to listen for (a key of theirs has the wrong type)."""
         now = time.monotonic()
         self._held = {t: at for t, at in self._held.items() if at > now}
-        listen = [self._keys.wake(t) for t in self._types if t not in self._held]
+        listen = [self._keys.wake(t) for t in self._types if t not in self._held and t not in skip]
+        if not listen and not self._held:
+            self._stopping.wait(self._idle_wait_s)
+            return
         if not self._held:
             self._client.blpop(listen, timeout=self._idle_wait_s)
             return

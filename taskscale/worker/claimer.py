@@ -27,6 +27,7 @@ from collections.abc import Callable
 import redis
 
 from taskscale.backoff import exponential, spread
+from taskscale.key_types import WrongKeys
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.text import as_text
 from taskscale.worker.execution import Claimed
@@ -62,6 +63,7 @@ class Claimer:
         self._inflight_key = shared.keys.inflight(shared.id)
         self._lock = threading.Lock()  # claims vs a lost reply's reconcile
         self._retry_cap_s = shared.settings.reconnect_cap_s  # a fraction of the lease
+        self._wrong = shared.wrong_keys or WrongKeys(shared.keys, who=f"worker {shared.id}")
 
     def claim_loop(self, pool: SlotPool) -> None:
         """A claimer thread's body: claim for ``pool`` until the worker stops."""
@@ -78,18 +80,24 @@ class Claimer:
                 got = self.claim(pool, free)
                 gather.done(more=got == free)
                 if got < free and not self._stopping.is_set():
-                    pool.pacer.sleep()  # wake lists; not past a held type's next token
+                    # wake lists; not past a held type's next token; not a wrong-typed key's
+                    pool.pacer.sleep(skip=self._wrong.held(pool.types))
                 failures = 0
             except TRANSIENT_ERRORS as exc:
                 failures += 1
                 self._redis_trouble(exc, failures)
                 self.reconcile()
             except redis.RedisError as exc:
-                self._on_fatal(exc)
+                if self._wrong.seen(exc) is None:  # else: its type held back, the rest go on
+                    self._on_fatal(exc)
 
     def claim(self, pool: SlotPool, free: int) -> int:
         """One ``claim.lua`` call for up to ``free`` tasks of ``pool``'s types;
         how many were claimed (``free`` after a re-registration: try again)."""
+        held = self._wrong.held(pool.types)
+        types = [t for t in pool.rotated_types() if t not in held]
+        if not types:  # every type held back by a key of the wrong type
+            return 0
         with self._lock:  # a reconcile must not see a claim between script and tally
             reply = self._scripts.claim(
                 keys=[self.keys.active, self.keys.workers, self._inflight_key, self.keys.limits],
@@ -98,7 +106,7 @@ class Claimer:
                     self.worker_id,
                     free,
                     self._dead_letter_cap,
-                    *pool.rotated_types(),
+                    *types,
                 ],
                 client=self.redis,
             )

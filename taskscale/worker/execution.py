@@ -138,8 +138,11 @@ class TaskRunner:
         max_lost: int,
         metrics: WorkerMetrics | None = None,
         is_cancelled: Callable[[str], bool] | None = None,
+        prefix: str | None = None,
     ) -> None:
+        """``prefix``: the namespace's ``"{NS}:"``, which a task's ``reply_to`` must be in."""
         self.registry = registry
+        self.prefix = prefix
         self.worker_id = worker_id
         self.retry = retry
         self.max_lost = max_lost
@@ -157,7 +160,7 @@ class TaskRunner:
         (the async executor's), with the context variables set and reset
         directly: this runs once per task, and three context managers cost
         a no-op task about a sixth of its executor time."""
-        env = _decoded(task)
+        env = _decoded(task, self.prefix)
         if isinstance(env, Outcome):
             return env
         fields = enter_task_fields(env.id, env.type, self.worker_id)
@@ -189,7 +192,7 @@ class TaskRunner:
     def prepare(self, task: Claimed) -> Prepared | Outcome:
         """Everything before the call: decode, find the function, check the
         arguments bind; an :class:`Outcome` when the task must not be called."""
-        env = _decoded(task)
+        env = _decoded(task, self.prefix)
         if isinstance(env, Outcome):
             return env
         with task_fields(env.id, env.type, self.worker_id):
@@ -283,13 +286,15 @@ class TaskRunner:
 
     def internal_error(self, task: Claimed, exc: Exception) -> Outcome:
         """Dead-letter a task our own code failed on, still answering its RPC
-        caller and releasing its fan-out slot when the envelope decodes."""
+        caller and releasing its fan-out slot when the envelope decodes.
+        Never raises: it is what an executor falls back on."""
         error = f"{type(exc).__name__}: {exc}"
+        bare = Outcome(task.task_id, task.task_type, "dead", 0, error=f"WorkerError: {error}")
         try:
-            env = envelope.decode(task.raw)
-        except envelope.EnvelopeError:
-            return Outcome(task.task_id, task.task_type, "dead", 0, error=f"WorkerError: {error}")
-        return self.failed(env, 0, "WorkerError", error, final=True)
+            env = envelope.decode(task.raw, prefix=self.prefix)
+            return self.failed(env, 0, "WorkerError", error, final=True)
+        except Exception:  # the fallback of the fallback: a dead letter, no reply
+            return bare
 
     def failed(
         self,
@@ -369,12 +374,16 @@ class TaskRunner:
         return None
 
 
-def _decoded(task: Claimed) -> envelope.Envelope | Outcome:
-    """The task's envelope, or the dead letter of one that does not decode."""
+def _decoded(task: Claimed, prefix: str | None) -> envelope.Envelope | Outcome:
+    """The task's envelope, or the dead letter of one that breaks the rules
+    (:mod:`taskscale.envelope_rules`): no reply, no fan-out, no key it names
+    is touched, since none of its fields can be trusted."""
     try:
-        return envelope.decode(task.raw)
+        return envelope.decode(task.raw, prefix=prefix)
     except envelope.EnvelopeError as exc:
-        return Outcome(task.task_id, task.task_type, "dead", 0, error=str(exc))
+        error = f"InvalidEnvelope: {exc}"
+    log.error("task %s %s dead-lettered: %s", task.task_type, task.task_id, error)
+    return Outcome(task.task_id, task.task_type, "dead", 0, error=error)
 
 
 def _collects(env: envelope.Envelope) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 import redis
 
 from taskscale.catalog import CatalogPublisher
+from taskscale.key_types import WrongKeys
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.execution import Outcome
 from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
@@ -63,6 +64,9 @@ class Reporter:
         self._metrics = shared.metrics
         self._health = shared.health
         self._inflight_key = shared.keys.inflight(shared.id)
+        self._wrong = shared.wrong_keys or WrongKeys(shared.keys, who=f"worker {shared.id}")
+        #: Outcomes held back by a key of the wrong type: recorded again each heartbeat.
+        self._parked: list[Outcome] = []
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
@@ -84,14 +88,10 @@ class Reporter:
                     item = self.outbox.get_nowait()
             except queue.Empty:
                 pass
-            if pending:
+            if pending or (stop and self._parked):
                 gather.done(more=True)
                 try:
-                    retrying(
-                        partial(self.record, pending),
-                        give_up_when=self._abandon.is_set,
-                        max_wait_s=self.settings.reconnect_cap_s,
-                    )
+                    self._record_what_can_be(pending)
                 except redis.RedisError as exc:
                     if not isinstance(exc, TRANSIENT_ERRORS):
                         self._on_fatal(exc)
@@ -111,9 +111,40 @@ class Reporter:
                         give_up_when=self._stopping.is_set,
                         max_wait_s=self.settings.reconnect_cap_s,
                     )
+                    if self._parked:
+                        self._record_what_can_be([])
                 except redis.RedisError as exc:
-                    if not isinstance(exc, TRANSIENT_ERRORS):
+                    if not isinstance(exc, TRANSIENT_ERRORS) and self._wrong.seen(exc) is None:
                         self._on_fatal(exc)
+
+    def _record_what_can_be(self, outcomes: list[Outcome]) -> None:
+        """Record ``outcomes`` and those parked before, but for the types a key
+        of the wrong type holds back (parked: their tasks stay in flight, under
+        this worker's lease, until the key is fixed); a wrong-typed reply key
+        loses only that task's reply (taskscale.key_types)."""
+        todo, self._parked = self._parked + outcomes, []
+        for _ in range(len(todo) + 2):  # each refusal holds back a type or drops a reply
+            held = self._wrong.held({o.task_type for o in todo})
+            self._parked += [o for o in todo if o.task_type in held]
+            todo = [o for o in todo if o.task_type not in held]
+            if not todo:
+                return
+            try:
+                retrying(
+                    partial(self.record, todo),
+                    give_up_when=self._abandon.is_set,
+                    max_wait_s=self.settings.reconnect_cap_s,
+                )
+                return
+            except redis.ResponseError as exc:
+                found = self._wrong.seen(exc)
+                if found is None:
+                    raise
+                if found.reply:
+                    for o in todo:
+                        if o.reply_to == found.key:
+                            o.reply_to = ""
+        self._parked += todo  # never reached in practice: kept, not lost
 
     def record(self, outcomes: list[Outcome]) -> None:
         """Record ``outcomes`` in Redis: completions in one call, then each failure."""

@@ -47,6 +47,7 @@ from typing import Any
 from taskscale.catalog import CatalogPublisher
 from taskscale.errors import describe_error
 from taskscale.health import METRICS_HOST, HealthState, MetricsServer
+from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys, check_name
 from taskscale.logs import worker_fields
 from taskscale.luascripts import scripts_for
@@ -122,7 +123,16 @@ class Worker:
             on_fatal=self._fatal,
             metrics=self.metrics,
             health=self.health,
+            wrong_keys=WrongKeys(
+                self.keys,
+                who=f"worker {self.id}",
+                count=self._count_wrong_key if self.metrics is not None else None,
+            ),
         )
+
+    def _count_wrong_key(self, key: str) -> None:
+        if self.metrics is not None:
+            self.metrics.wrong_type_keys.labels(key).inc()
 
     def _task_runner(self) -> TaskRunner:
         client, keys = self.redis, self.keys
@@ -133,6 +143,7 @@ class Worker:
             max_lost=self.settings.max_lost,
             metrics=self.metrics,
             is_cancelled=lambda task_id: bool(client.exists(keys.cancel(task_id))),
+            prefix=keys.prefix,
         )
 
     def _slot_pools(self) -> dict[str, SlotPool]:

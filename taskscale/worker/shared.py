@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskscale.health import HealthState
+from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys
 from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
@@ -51,3 +52,6 @@ class Shared:
     forced: threading.Event = field(default_factory=threading.Event)
     #: Set when the worker is exiting: stop retrying Redis.
     abandon: threading.Event = field(default_factory=threading.Event)
+    #: Keys a script refused as of the wrong type: reported, their types held
+    #: back (taskscale.key_types); built by the worker.
+    wrong_keys: WrongKeys | None = None

@@ -294,9 +294,12 @@ def test_a_lost_claim_reply_is_reconciled_by_returning_the_unknown_tasks(
     assert int(r.hget(keys.active, "noop") or 0) == 0
 
 
-def test_a_redis_error_retrying_cannot_fix_stops_the_worker_with_exit_code_1(
+def test_a_wrong_typed_key_no_longer_stops_the_worker_it_waits_and_goes_on(
     redis_url: str, r: redis.Redis, keys: Keys
 ) -> None:
+    """Issue 21 item 6 changed this test: a key of the wrong type used to stop
+    the worker with exit code 1 (so a fleet crash-looped); now the claim is
+    refused before any write, reported, and the worker goes on once it is fixed."""
     worker = Worker(
         redis.Redis.from_url(redis_url),
         WorkerSettings(types=("noop",), threads=1, idle_wait_s=0.2, grace_s=0),
@@ -308,11 +311,15 @@ def test_a_redis_error_retrying_cannot_fix_stops_the_worker_with_exit_code_1(
     thread.start()
     try:
         wait_until(lambda: r.zscore(keys.workers, worker.id) is not None)
-        r.set(keys.limits, "not a hash")  # the next claim reads it: WRONGTYPE
-        thread.join(30)
+        r.set(keys.limits, "not a hash")  # the next claim refuses it: BADKEY
+        thread.join(2)
+        assert thread.is_alive() and codes == []  # not stopped
+        r.delete(keys.limits)
+        Producer(r, keys=keys).enqueue("noop")
+        wait_until(lambda: stat(r, keys, "noop", "completed") == 1, timeout=20)
     finally:
         worker.request_stop()
         thread.join(30)
         r.delete(keys.limits)
-    assert codes == [1]  # it logged "stopping" but exited 0
+    assert codes == [0]
     assert r.zscore(keys.workers, worker.id) is None  # deregistered as usual

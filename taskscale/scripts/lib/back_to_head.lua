@@ -24,7 +24,7 @@ local function back_to_head(env, count_reap)
         if type(p) == 'number' and p == math.floor(p) and p >= 0 and p <= 9 then
             level = p
         end
-        if type(doc.reaped) == 'number' and doc.reaped >= 0 then
+        if type(doc.reaped) == 'number' and doc.reaped >= 0 and doc.reaped < 2^53 then
             reaped = math.floor(doc.reaped) + 1
         end
     end

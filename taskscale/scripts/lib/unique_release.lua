@@ -18,7 +18,7 @@ local function unique_release(env)
         return
     end
     local ukey = prefix .. 'unique:' .. doc.unique_key
-    if redis.call('GET', ukey) ~= doc.id then
+    if redis.call('TYPE', ukey).ok ~= 'string' or redis.call('GET', ukey) ~= doc.id then
         return
     end
     local until_ms = (tonumber(doc.enqueued_ms) or 0) + (tonumber(doc.unique_for_ms) or 0)
