@@ -243,17 +243,32 @@ class Scheduler:
             self.metrics.reaped(workers, tasks)
         if workers:
             log.warning("reaped %d dead worker(s); %d task(s) back in their queues", workers, tasks)
-        repaired, drift = self._retrying(self.recount)
+        repaired, drift = self._housekeeping(self.recount, (0, 0), "QUEUED recount")
         if self.metrics is not None:
             self.metrics.recounted(repaired)
         if repaired:
             log.info("QUEUED recount: %d type(s) fixed, %d task(s) of drift", repaired, drift)
         lost_after = self.settings.workflow_lost_after_s
-        swept = self._retrying(lambda: sweep(self.redis, self.keys, lost_after_s=lost_after))
+        swept = self._housekeeping(
+            lambda: sweep(self.redis, self.keys, lost_after_s=lost_after), None, "workflow sweep"
+        )
+        if swept is None:
+            return
         if self.metrics is not None:
             self.metrics.workflows(swept)
         for workflow_id, reason in swept.ended:
             log.warning("workflow %s failed: %s", workflow_id, reason)
+
+    def _housekeeping(self, fn: Callable[[], T], skipped: T, what: str) -> T:
+        """A repair pass that a bad key must not turn into a stopped scheduler
+        (issue 21): a wrong-typed key is reported as every script's is
+        (:meth:`_guarded`); any other refusal is logged and the pass skipped
+        until the next one -- promotion and reaping go on."""
+        try:
+            return self._guarded(fn, skipped)
+        except redis.ResponseError as exc:
+            log.error("%s skipped this pass: %s", what, exc)
+            return skipped
 
     def _guarded(self, fn: Callable[[], T], refused: T) -> T:
         """``fn`` retried until stop; when a script refuses a key of the wrong

@@ -13,11 +13,18 @@
 -- Each fix adds 1 to stats "queued_repaired" of T.
 --
 -- Returns {types checked, types repaired, sum of |count - lengths| over the
--- repaired}.
+-- repaired}.  A type whose ready list is not a list is left as it is (the
+-- scripts that meet it report the key).
 --
--- Errors: none
+-- Errors: `BADKEY <key> is a <found>, not a <wanted>`
 
 local prefix = ARGV[1]
+--! include lib/key_types.lua
+
+local bad = wrong_key({KEYS[1], 'set', KEYS[2], 'hash'})
+if bad then
+    return bad
+end
 local counted = {}
 local flat = redis.call('HGETALL', KEYS[2])
 for i = 1, #flat, 2 do
@@ -39,11 +46,16 @@ for _, ttype in ipairs(types) do
     local length = 0
     if redis.call('EXISTS', unpack(lists)) > 0 then
         for _, key in ipairs(lists) do
-            length = length + redis.call('LLEN', key)
+            local n = redis.pcall('LLEN', key)
+            if type(n) ~= 'number' then  -- not a list (issue 21): leave the type as it is
+                length = nil
+                break
+            end
+            length = length + n
         end
     end
     local have = counted[ttype] or 0
-    if have ~= length then
+    if length ~= nil and have ~= length then
         redis.call('HSET', KEYS[2], ttype, length)
         redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'queued_repaired', 1)
         repaired = repaired + 1
