@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -50,6 +50,13 @@ class _SecurityHeaders(BaseHTTPMiddleware):
 async def _healthz(request: Request) -> Response:
     """Liveness and readiness: the server answers (Redis trouble shows on the pages)."""
     return PlainTextResponse("ok")
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """A path no route serves: JSON under /api/, the styled page elsewhere."""
+    if request.url.path.startswith(("/api/", "/static/")):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return pages.not_found(request, "page")
 
 
 def redis_where(url: str) -> str:
@@ -91,6 +98,7 @@ def create_app(
             Mount("/static", StaticFiles(packages=[("taskscale.dashboard", "static")])),
         ],
         middleware=middleware,
+        exception_handlers={404: _not_found},
     )
     app.state.ctx = Context(
         client=client,

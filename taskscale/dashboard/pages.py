@@ -9,6 +9,7 @@ others are rendered here from the same readers as the API.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import quote
@@ -23,12 +24,16 @@ from taskscale.dashboard import data, forms
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
 from taskscale.keys import check_name
 from taskscale.status import ago
+from taskscale.text import shown
 
 _env = Environment(
     loader=PackageLoader("taskscale.dashboard", "templates"),
     autoescape=select_autoescape(["html"], default=True),
 )
 _env.filters["urlencode"] = lambda v: quote(str(v), safe="")
+# JSON as a person reads it ("é", "<"), escaped by the template like any text --
+# Jinja's own ``tojson`` is for inside <script> and shows "<" as \u003c.
+_env.filters["json"] = lambda v: json.dumps(shown(v), ensure_ascii=False)
 
 
 def _when(ms: int | float | None) -> str:
@@ -83,8 +88,11 @@ def _pages(found: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _not_found(what: str) -> Response:
-    return HTMLResponse(f"<!doctype html><p>not found: {what}</p>", status_code=404)
+def not_found(request: Request, what: str) -> Response:
+    """The styled 404 page (a bad task type, or a path no route serves)."""
+    response = _render(request, "404.html", "404", what=what)
+    response.status_code = 404
+    return response
 
 
 async def overview(request: Request) -> Response:
@@ -111,7 +119,7 @@ async def task_type(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     detail = await in_thread(data.type_detail, ctx.client, ctx.shards, name)
     entry = detail["catalog"]
     return _render(
@@ -129,7 +137,7 @@ async def dead(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     start, count = _page(request)
     found = await in_thread(
         data.dead_letters, ctx.client, ctx.shards, name, start=start, count=count
@@ -141,7 +149,7 @@ async def delayed(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     start, count = _page(request)
     found = await in_thread(
         data.delayed_tasks, ctx.client, ctx.shards, name, start=start, count=count
