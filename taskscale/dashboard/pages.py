@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
 from taskscale.dashboard import data, forms
+from taskscale.dashboard.read_auth import login_cookie, safe_next
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
 from taskscale.keys import check_name
 from taskscale.status import ago
@@ -159,7 +160,30 @@ async def delayed(request: Request) -> Response:
     )
 
 
+async def login(request: Request) -> Response:
+    """The token box of ``--auth-reads``: the right token sets the read cookie
+    and goes back to ``next``; a GET, or a wrong token (401), shows the box."""
+    auth = context(request).read_auth
+    if auth is None:
+        return not_found(request, "page")
+    target = safe_next(request.query_params.get("next", "/"))
+    if request.method != "POST":
+        return _render(request, "login.html", "login", next=target, wrong=False)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    target = safe_next(form.get("next", [target])[0])
+    if not auth.token_ok(form.get("token", [""])[0]):
+        response = _render(request, "login.html", "login", next=target, wrong=True)
+        response.status_code = 401
+        return response
+    root = context(request).root
+    response = RedirectResponse(target, status_code=303)
+    secure = request.url.scheme == "https"
+    response.headers["Set-Cookie"] = login_cookie(auth, root=root, secure=secure)
+    return response
+
+
 ROUTES = [
+    Route("/login", login, methods=["GET", "POST"]),
     Route("/", overview),
     Route("/scaling", scaling),
     Route("/workers", workers),

@@ -22,6 +22,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from taskscale.dashboard.read_auth import ReadAuth
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
@@ -70,6 +71,8 @@ class Context:
     snapshots: Snapshots = field(default_factory=Snapshots)
     root: str = ""
     redis_where: str = ""
+    #: Reads behind the token (``--auth-reads``); None: reads are open.
+    read_auth: ReadAuth | None = None
 
     def keys_for(self, task_type: str) -> Keys:
         """The namespace that holds ``task_type`` (the only one when not sharded)."""
