@@ -136,8 +136,9 @@ def workers(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
 
 
 def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[str, Any]:
-    """One type: its overview row, catalog entry and live workers, read in the
-    namespace that holds it, and the scalers that size it (from every one)."""
+    """One type: its overview row (with its limits), catalog entry, live
+    workers and periodic schedules, read in the namespace that holds it, and
+    the scalers that size it (from every one)."""
     keys = shards.keys_for(task_type)
     found = read_overview(client, keys)
     entry = read_catalog(client, keys)["types"].get(task_type)
@@ -147,6 +148,7 @@ def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[s
         "state": found["types"].get(task_type),
         "catalog": entry,
         "workers": [w for w in found["workers"] if task_type in w["types"]],
+        "schedules": [sc for sc in found["schedules"] if sc["type"] == task_type],
         "scalers": [s for s in scalers(client, shards) if task_type in s.get("types", [])],
     }
     if shards.sharded:
