@@ -63,8 +63,10 @@ class TaskInfo:
 
     ``state`` is ``queued`` (``where`` = priority level), ``delayed``
     (``due_ms``), ``running`` (``where`` = worker id), ``dead`` (``error``,
-    ``traceback``) or ``done`` (an RPC task whose reply is still kept:
-    ``ok`` and ``result`` or ``error``).
+    ``traceback``), ``done`` (an RPC task whose reply is still kept:
+    ``ok`` and ``result`` or ``error``) or ``cancelled`` (by
+    :func:`taskscale.cancel` in the last 24 h: ``where`` = "before it ran"
+    or "while running", the latter a flag its function may have ignored).
     """
 
     task_id: str
@@ -263,8 +265,12 @@ def task_info(
             f"task {task_id}: not found in the first {where} queued/delayed/dead entries "
             "(pass the task type to narrow the search)"
         )
+    if state == "cancelled":
+        return TaskInfo(task_id, "cancelled", ttype, where=where)
     if state == "done":
         doc = _envelope_doc(payload)
+        if doc.get("error_type") == "Cancelled":  # an RPC task's reply of cancel.lua
+            return TaskInfo(task_id, "cancelled", ttype, where="before it ran", ok=False)
         return TaskInfo(
             task_id,
             "done",

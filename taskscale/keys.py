@@ -329,7 +329,9 @@ class Keys(WorkflowKeys):
         return self._key("catalog", worker_id)
 
     def cancel(self, task_id: str) -> str:
-        """STRING set (with a TTL) while a running task is asked to stop (taskscale.cancel)."""
+        """STRING set (with a TTL) by taskscale.cancel: "1" while a running task is
+        asked to stop, "removed:T" for a queued or delayed one it removed (read by
+        task lookups, which then answer "cancelled")."""
         return self._key("cancel", task_id)
 
     def inflight(self, worker_id: str) -> str:

@@ -105,11 +105,11 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
             "oldest_overdue_s": _overdue_s(chunk[PRIORITY_LEVELS + 3], now_ms),
             "idle_since": idle_by.get(name),
             "stats": stats,
-            "limits": _limits(limits.get(name)),
+            "limits": limits_view(limits.get(name)),
         }
     records = replies[len(names) * per_type :]
     live_workers = [
-        _worker(as_text(wid), lease, record)
+        worker_view(as_text(wid), lease, record)
         for (wid, lease), record in zip(workers, records, strict=True)
     ]
     status: dict[str, Any] = {
@@ -263,7 +263,7 @@ def warnings(status: dict[str, Any], now_ms: int) -> list[str]:
     return found
 
 
-def _limits(limits: TypeLimits | None) -> dict[str, Any] | None:
+def limits_view(limits: TypeLimits | None) -> dict[str, Any] | None:
     """A type's flow-control limits for the status (None: no limits)."""
     if limits is None:
         return None
@@ -287,7 +287,7 @@ def _limits_cell(limits: dict[str, Any] | None) -> str:
     return " ".join(parts)
 
 
-def _worker(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
+def worker_view(worker_id: str, lease_ms: float, record: dict[bytes, bytes]) -> dict[str, Any]:
     fields = {as_text(k): as_text(v) for k, v in record.items()}
     try:
         stats = json.loads(fields.get("stats", "{}"))

@@ -198,6 +198,8 @@ def _describe(info: admin.TaskInfo) -> str:
         return f"{head} at priority {info.where}"
     if info.state == "delayed":
         return f"{head} until {_when(info.due_ms or 0)}"
+    if info.state == "cancelled":
+        return f"{head} {info.where}"
     if info.state == "dead":
         lines = [f"{head}: {info.error}"]
         lines += [f"  | {line}" for line in info.traceback.splitlines()]

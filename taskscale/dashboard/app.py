@@ -15,13 +15,14 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from taskscale.dashboard import api, pages
 from taskscale.dashboard.body_limit import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from taskscale.dashboard.hosts import Allowed, HostCheck
+from taskscale.dashboard.read_auth import ReadAuth, ReadGate
 from taskscale.dashboard.state import Context, Snapshots
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
@@ -52,6 +53,13 @@ async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """A path no route serves: JSON under /api/, the styled page elsewhere."""
+    if request.url.path.startswith(("/api/", "/static/")):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    return pages.not_found(request, "page")
+
+
 def redis_where(url: str) -> str:
     """``host:port/db`` of a Redis URL: never its user name or password."""
     parts = urlsplit(url)
@@ -72,15 +80,20 @@ def create_app(
     snapshot_s: float = 1.0,
     allowed_hosts: Sequence[Allowed] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    read_auth: ReadAuth | None = None,
 ) -> Starlette:
     """The dashboard for ``client``'s Redis and the namespaces of ``shards``
     (one, or a sharded deployment's list); ``token`` None or "" = read-only;
     ``snapshot_s``: how long one overview read is shared by every viewer;
     ``allowed_hosts``: what the Host header may name (None: anything;
     :func:`taskscale.dashboard.hosts.allowed_for`); ``max_body_bytes``: the
-    largest request body read, 413 over it (:mod:`taskscale.dashboard.body_limit`)."""
+    largest request body read, 413 over it (:mod:`taskscale.dashboard.body_limit`);
+    ``read_auth``: who may read (``--auth-reads``, :mod:`taskscale.dashboard.read_auth`;
+    None: reads are open)."""
     # the 413 of the body limit goes out through the security headers
     middleware = [Middleware(_SecurityHeaders), Middleware(BodyLimit, max_bytes=max_body_bytes)]
+    if read_auth is not None:  # inside the security headers: a 401 carries them
+        middleware.append(Middleware(ReadGate, auth=read_auth, root=root.rstrip("/")))
     if allowed_hosts is not None:  # outermost: a refused request reaches nothing
         middleware.insert(0, Middleware(HostCheck, allowed=allowed_hosts))
     app = Starlette(
@@ -91,6 +104,7 @@ def create_app(
             Mount("/static", StaticFiles(packages=[("taskscale.dashboard", "static")])),
         ],
         middleware=middleware,
+        exception_handlers={404: _not_found},
     )
     app.state.ctx = Context(
         client=client,
@@ -99,5 +113,6 @@ def create_app(
         snapshots=Snapshots(snapshot_s),
         root=root.rstrip("/"),
         redis_where=redis_where(redis_url),
+        read_auth=read_auth,
     )
     return app

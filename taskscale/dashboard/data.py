@@ -12,13 +12,14 @@ overview as ``taskscale status --namespace a,b,c`` does,
 is exactly that namespace's.  Reads of one type (its detail, dead letters,
 delayed tasks) go to the namespace that holds it (CRC-32 of its name).
 
-The overview is :func:`taskscale.status.collect` plus one read-only script
-call per namespace (``console_overview.lua``) for what only the console
-shows: the delayed tasks due within the next minute, and the age of the
-oldest ready task per type -- by ``lib/oldest_ready.lua``, the rule the
-controller's ``observe.lua`` uses, so the console and the controller never
-disagree on it.  Rates and sparklines are the browser's job: it polls the
-counters and keeps the differences, so the server holds no history.
+The overview is one read-only script call per namespace
+(``console_overview.lua``, :mod:`taskscale.dashboard.overview_script`): the
+view of :func:`taskscale.status.collect` plus what only the console shows --
+the delayed tasks due within the next minute, and the age of the oldest
+ready task per type by ``lib/oldest_ready.lua``, the rule the controller's
+``observe.lua`` uses, so the console and the controller never disagree on
+it.  Rates and sparklines are the browser's job: it polls the counters and
+keeps the differences, so the server holds no history.
 """
 
 from __future__ import annotations
@@ -29,16 +30,14 @@ from typing import Any
 
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
+from taskscale.dashboard.overview_script import read_overview
 from taskscale.keys import PRIORITY_LEVELS, Keys
-from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
 from taskscale.scaling import read_scalers
 from taskscale.shards import ShardMap
 from taskscale.text import as_text
 from taskscale.workflows import state as workflow_state
 
-#: "Due soon" on the overview: delayed tasks due within this many ms.
-DUE_SOON_MS = 60_000
 #: Most keys one fan-out listing SCANs through (fan-outs have no index).
 FANOUT_SCAN_LIMIT = 100_000
 #: Overview numbers added up should a type turn up in several namespaces:
@@ -59,48 +58,7 @@ def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
     task ever dead-lettered, which the browser turns into a rate) per type."""
     merge = partial(status.merge_namespaces, summed=SUMMED)
-    return status.read_namespaces(shards.namespaces, partial(_overview_in, client), merge)
-
-
-def _overview_in(client: RedisClient, keys: Keys) -> dict[str, Any]:
-    found = status.collect(client, keys)
-    due_soon, oldest_ms = _additions(client, keys, found)
-    for name, t in found["types"].items():
-        stats = t.pop("stats")
-        t["claimed"] = stats.get("claimed", 0)
-        t["wait_ms"] = stats.get("wait_ms", 0)
-        t["service_ms"] = stats.get("service_ms", 0)
-        t["dead_lettered"] = stats.get("dead", 0)
-        t["due_soon"] = due_soon[name]
-        t["oldest_ready_s"] = oldest_ms[name] / 1000 if oldest_ms[name] >= 0 else None
-        idle = t["idle_since"]
-        t["idle_for_s"] = None if t["active"] or idle is None else max(0.0, found["now"] - idle)
-    return found
-
-
-def _additions(
-    client: RedisClient, keys: Keys, found: dict[str, Any]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Per type of ``found`` (one namespace's status): delayed tasks due soon,
-    and ms its oldest ready task has waited (-1: none) -- one script call, at
-    the status's instant, reading only the heads of the non-empty lists."""
-    names = list(found["types"])
-    if not names:
-        return {}, {}
-    now_ms = int(found["now"] * 1000)
-    ready = [
-        [keys.queue(name, level) for level, n in enumerate(t["queued_by_priority"]) if n]
-        for name, t in found["types"].items()
-    ]
-    script_keys = [*(keys.delayed(name) for name in names), *(q for qs in ready for q in qs)]
-    window = (now_ms - status.OVERDUE_GRACE_MS, now_ms + DUE_SOON_MS)
-    args = [now_ms, *window, *(len(qs) for qs in ready)]
-    script = bound_script(client, "console_overview")
-    due_soon, oldest_ms = script(keys=script_keys, args=args, client=client)
-    return (
-        dict(zip(names, (int(x) for x in due_soon), strict=True)),
-        dict(zip(names, (int(x) for x in oldest_ms), strict=True)),
-    )
+    return status.read_namespaces(shards.namespaces, partial(read_overview, client), merge)
 
 
 def empty_row() -> dict[str, Any]:
@@ -179,10 +137,11 @@ def workers(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
 
 
 def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[str, Any]:
-    """One type: its overview row, catalog entry and live workers, read in the
-    namespace that holds it, and the scalers that size it (from every one)."""
+    """One type: its overview row (with its limits), catalog entry, live
+    workers and periodic schedules, read in the namespace that holds it, and
+    the scalers that size it (from every one)."""
     keys = shards.keys_for(task_type)
-    found = _overview_in(client, keys)
+    found = read_overview(client, keys)
     entry = read_catalog(client, keys)["types"].get(task_type)
     detail = {
         "type": task_type,
@@ -190,6 +149,7 @@ def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[s
         "state": found["types"].get(task_type),
         "catalog": entry,
         "workers": [w for w in found["workers"] if task_type in w["types"]],
+        "schedules": [sc for sc in found["schedules"] if sc["type"] == task_type],
         "scalers": [s for s in scalers(client, shards) if task_type in s.get("types", [])],
     }
     if shards.sharded:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
@@ -21,18 +21,20 @@ from starlette.routing import Route
 
 from taskscale.catalog import signature_text
 from taskscale.dashboard import data, forms
+from taskscale.dashboard.read_auth import login_cookie, safe_next
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
 from taskscale.keys import check_name
 from taskscale.status import ago
+from taskscale.text import shown
 
 _env = Environment(
     loader=PackageLoader("taskscale.dashboard", "templates"),
     autoescape=select_autoescape(["html"], default=True),
 )
 _env.filters["urlencode"] = lambda v: quote(str(v), safe="")
-#: A value as JSON text (escaped by the template like any text; tojson's
-#: \u003c escapes are for inside <script>, unreadable in a table cell).
-_env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
+# JSON as a person reads it ("é", "<"), escaped by the template like any text --
+# Jinja's own ``tojson`` is for inside <script> and shows "<" as \u003c.
+_env.filters["json"] = lambda v: json.dumps(shown(v), ensure_ascii=False)
 
 
 def _when(ms: int | float | None) -> str:
@@ -87,8 +89,11 @@ def _pages(found: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _not_found(what: str) -> Response:
-    return HTMLResponse(f"<!doctype html><p>not found: {what}</p>", status_code=404)
+def not_found(request: Request, what: str) -> Response:
+    """The styled 404 page (a bad task type, or a path no route serves)."""
+    response = _render(request, "404.html", "404", what=what)
+    response.status_code = 404
+    return response
 
 
 async def overview(request: Request) -> Response:
@@ -115,7 +120,7 @@ async def task_type(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     detail = await in_thread(data.type_detail, ctx.client, ctx.shards, name)
     entry = detail["catalog"]
     return _render(
@@ -133,7 +138,7 @@ async def dead(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     start, count = _page(request)
     found = await in_thread(
         data.dead_letters, ctx.client, ctx.shards, name, start=start, count=count
@@ -145,7 +150,7 @@ async def delayed(request: Request) -> Response:
     ctx = context(request)
     name = _type(request)
     if name is None:
-        return _not_found("task type")
+        return not_found(request, "task type")
     start, count = _page(request)
     found = await in_thread(
         data.delayed_tasks, ctx.client, ctx.shards, name, start=start, count=count
@@ -169,14 +174,37 @@ async def workflow(request: Request) -> Response:
     try:
         workflow_id = check_name("workflow id", request.path_params["id"])
     except ValueError:
-        return _not_found("workflow")
+        return not_found(request, "workflow")
     found = await in_thread(data.workflow, ctx.client, ctx.shards, workflow_id)
     if found is None:
-        return _not_found(f"workflow {workflow_id}")
+        return not_found(request, f"workflow {workflow_id}")
     return _render(request, "workflow.html", "workflows", wf=found)
 
 
+async def login(request: Request) -> Response:
+    """The token box of ``--auth-reads``: the right token sets the read cookie
+    and goes back to ``next``; a GET, or a wrong token (401), shows the box."""
+    auth = context(request).read_auth
+    if auth is None:
+        return not_found(request, "page")
+    target = safe_next(request.query_params.get("next", "/"))
+    if request.method != "POST":
+        return _render(request, "login.html", "login", next=target, wrong=False)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    target = safe_next(form.get("next", [target])[0])
+    if not auth.token_ok(form.get("token", [""])[0]):
+        response = _render(request, "login.html", "login", next=target, wrong=True)
+        response.status_code = 401
+        return response
+    root = context(request).root
+    response = RedirectResponse(target, status_code=303)
+    secure = request.url.scheme == "https"
+    response.headers["Set-Cookie"] = login_cookie(auth, root=root, secure=secure)
+    return response
+
+
 ROUTES = [
+    Route("/login", login, methods=["GET", "POST"]),
     Route("/", overview),
     Route("/scaling", scaling),
     Route("/workers", workers),

@@ -20,6 +20,7 @@ from taskscale.cli.common import add_connection_arguments, count, guarded, port,
 from taskscale.cli.envdefaults import env_name
 from taskscale.dashboard.body_limit import DEFAULT_MAX_BODY_BYTES
 from taskscale.dashboard.hosts import allowed_for, allowed_host
+from taskscale.dashboard.read_auth import ReadAuth, proxies_of
 from taskscale.listening import open_listener
 
 log = logging.getLogger("taskscale.dashboard")
@@ -68,10 +69,14 @@ def serve_in_thread(
     snapshot_s: float = 1.0,
     allowed_hosts: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    auth_reads: bool = False,
+    trusted_user_header: str | None = None,
+    trusted_proxies: Sequence[str] = (),
 ) -> RunningDashboard:
     """Start the dashboard on ``host:port`` (0 = a free port); return once it
     listens.  ``namespace`` may list several (``a,b,c``: a sharded deployment);
-    ``allowed_hosts`` as ``--allowed-host``, ``max_body_bytes`` as ``--max-body``."""
+    ``allowed_hosts`` as ``--allowed-host``, ``max_body_bytes`` as ``--max-body``,
+    the last three as ``--auth-reads``, ``--trusted-user-header``, ``--trusted-proxy``."""
     import uvicorn
 
     from taskscale.connection import connect
@@ -80,6 +85,7 @@ def serve_in_thread(
 
     shards = ShardMap.parse(namespace)
     hosts = allowed_for(host, [allowed_host(h) for h in allowed_hosts])
+    readers = read_auth_of(auth_reads, token, trusted_user_header, trusted_proxies)
     client = connect(redis_url)
     app = create_app(
         client,
@@ -89,6 +95,7 @@ def serve_in_thread(
         snapshot_s=snapshot_s,
         allowed_hosts=hosts,
         max_body_bytes=max_body_bytes,
+        read_auth=readers,
     )
     # log_config=None: uvicorn's records go through our handler (text or JSON)
     config = uvicorn.Config(
@@ -106,6 +113,18 @@ def serve_in_thread(
         time.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()[1]
     return RunningDashboard(f"http://{host}:{bound}/", server, thread, client)
+
+
+def read_auth_of(
+    on: bool, token: str | None, user_header: str | None, proxies: Sequence[str]
+) -> ReadAuth | None:
+    """The readers of ``--auth-reads`` (None: off); ValueError with one line
+    when it cannot work (no token and no proxy header, a header without proxies)."""
+    if not on:
+        if user_header or proxies:
+            raise ValueError("--trusted-user-header and --trusted-proxy need --auth-reads")
+        return None
+    return ReadAuth(token or None, user_header or None, proxies_of(proxies))
 
 
 def add_parser(subparsers: Any) -> None:
@@ -143,6 +162,25 @@ def add_parser(subparsers: Any) -> None:
         help=f"largest request body read, bytes; a larger one is answered 413 "
         f"(default {DEFAULT_MAX_BODY_BYTES}: 1 MiB)",
     )
+    p.add_argument(
+        "--auth-reads",
+        action="store_true",
+        help="every page and read endpoint needs the token too (header, or the cookie of the "
+        "login page) or a trusted proxy's user header; /healthz stays open",
+    )
+    p.add_argument(
+        "--trusted-user-header",
+        metavar="HEADER",
+        help="with --auth-reads: a request carrying this header (e.g. X-Forwarded-User from "
+        "oauth2-proxy) from a --trusted-proxy address may read",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS[/BITS]",
+        help="an address or network the --trusted-user-header is accepted from (repeatable)",
+    )
     p.set_defaults(func=guarded(_run))
 
 
@@ -156,6 +194,13 @@ def _run(args: argparse.Namespace) -> int:
     from taskscale.logs import redact
 
     hosts = allowed_for(args.bind, [allowed_host(h) for h in args.allowed_host])
+    try:
+        readers = read_auth_of(
+            args.auth_reads, args.token, args.trusted_user_header, args.trusted_proxy
+        )
+    except ValueError as exc:
+        print(f"taskscale dashboard: {exc}", file=sys.stderr)
+        return 2
     client, shards = sharded_client(args)
     app = create_app(
         client,
@@ -164,11 +209,14 @@ def _run(args: argparse.Namespace) -> int:
         redis_url=args.redis_url,
         allowed_hosts=hosts,
         max_body_bytes=args.max_body,
+        read_auth=readers,
     )
     listener = open_listener(args.bind, args.port)  # ListenError: one line, exit 2 or 1
     bound = listener.getsockname()[1]  # --port 0: the one the system picked
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     mode = "state changes need the token" if args.token else "read-only (no --token)"
+    if readers is not None:
+        mode += "; reads need it too (--auth-reads)"
     where = "namespaces" if shards.sharded else "namespace"
     print(
         f"taskscale dashboard: http://{host}:{bound}/ ({mode}); "

@@ -11,7 +11,6 @@ read off the event loop -- so neither reaches into the other.
 
 from __future__ import annotations
 
-import copy
 import hmac
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from taskscale.dashboard.read_auth import ReadAuth
 from taskscale.keys import Keys
 from taskscale.redis_urls import RedisClient
 from taskscale.shards import ShardMap
@@ -35,7 +35,9 @@ MAX_PAGE = 500
 
 class Snapshots:
     """The last answer of each expensive read, shared by every viewer for
-    ``max_age_s``: ten open overview tabs cost Redis what one costs."""
+    ``max_age_s``: ten open overview tabs cost Redis what one costs.  The
+    answer itself is shared, not copied (a deep copy of a 1000-type overview
+    cost ~25 ms): callers only serialize it and must never change it."""
 
     def __init__(self, max_age_s: float = 1.0) -> None:
         self.max_age_s = max_age_s
@@ -46,10 +48,10 @@ class Snapshots:
         with self._lock:  # one reader at a time: the others wait and share its answer
             kept = self._kept.get(name)
             if kept is not None and time.monotonic() - kept[0] < self.max_age_s:
-                return copy.deepcopy(kept[1])
+                return kept[1]
             value = read()
             self._kept[name] = (time.monotonic(), value)
-            return copy.deepcopy(value)
+            return value
 
     def forget(self) -> None:
         """After a change made through the console: the next read is fresh."""
@@ -70,6 +72,8 @@ class Context:
     snapshots: Snapshots = field(default_factory=Snapshots)
     root: str = ""
     redis_where: str = ""
+    #: Reads behind the token (``--auth-reads``); None: reads are open.
+    read_auth: ReadAuth | None = None
 
     def keys_for(self, task_type: str) -> Keys:
         """The namespace that holds ``task_type`` (the only one when not sharded)."""

@@ -8,7 +8,8 @@
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  the task id
 -- ARGV[3]  T, the task's type if known ("" = search every type)
--- ARGV[4]  seconds the running flag {ns}:cancel:ID is kept
+-- ARGV[4]  seconds the flag {ns}:cancel:ID is kept ("1" for a running task;
+--          "removed:T" for one removed, so task_lookup.lua can say "cancelled")
 -- ARGV[5]  most ready-list entries read per type before giving up the search
 -- ARGV[6]  F, a fan-out id (optional, "" = none): also search F's pending list
 --          ({ns}:fanout:F:pending, sub-tasks not yet released), at most
@@ -59,6 +60,7 @@ end
 
 local function finish(ttype, env, doc, unreleased)
     redis.call('HINCRBY', prefix .. 'stats:' .. ttype, 'cancelled', 1)
+    redis.call('SET', prefix .. 'cancel:' .. wanted, string.format('removed:%s', ttype), 'EX', flag_ttl)
     unique_release(env)
     local reply = cjson.encode({id = wanted, ok = false, error_type = 'Cancelled',
                                 error = 'the task was cancelled before it ran'})

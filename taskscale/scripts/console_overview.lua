@@ -1,37 +1,112 @@
 #!lua flags=no-writes
--- console_overview: what the console's overview adds to `taskscale status`
--- for every type of one namespace, in one read-only call (used by
--- taskscale.dashboard.data): the delayed tasks due soon, and how long the
--- oldest ready task has waited -- by lib/oldest_ready.lua, the rule the
--- controller's observe.lua uses.
+-- console_overview: the console's whole overview of one namespace in one
+-- read-only call on the Redis clock (used by taskscale.dashboard.overview), as
+-- observe.lua reads for the controller: every type's queues, delayed and
+-- dead tasks, counters, the delayed tasks due soon and how long the oldest
+-- ready task has waited (lib/oldest_ready.lua, the controller's rule), and
+-- the live workers' records, the live schedulers and the open fan-outs --
+-- what `taskscale status` reads in ~15 pipelined commands per type.
 --
--- KEYS[1..]     each type's delayed zset (n of them, n = #ARGV - 3), then the
---               types' non-empty ready lists, type after type (ARGV says
---               how many are each type's)
+-- KEYS[1]  {ns}:types        set of task types ever enqueued
+-- KEYS[2]  {ns}:ACTIVE_TASKS hash type -> tasks running
+-- KEYS[3]  {ns}:IDLE_SINCE  hash type -> unix seconds
+-- KEYS[4]  {ns}:workers      zset worker id -> lease expiry, unix ms
+-- KEYS[5]  {ns}:limits       hash type -> JSON flow-control limits
+-- KEYS[6]  {ns}:schedulers   zset scheduler id -> lease expiry, unix ms
+-- KEYS[7]  {ns}:fanouts:open zset of open streamed fan-outs -> expiry, unix ms
 --
--- ARGV[1]       now, unix ms on the Redis clock (the status's TIME)
--- ARGV[2]       the "due soon" window's start: delayed tasks due in [ARGV[2], ARGV[3]]
--- ARGV[3]       the window's end, unix ms
--- ARGV[4..]     per type, how many of the ready lists are its own
+-- Per-type keys ({ns}:q:T:P, delayed:T, dead:T, stats:T) and worker records
+-- ({ns}:worker:W) are built here from the prefix: all share KEYS[1]'s slot.
 --
--- Returns {due_soon[n], oldest[n]}: oldest[i] = ms the oldest ready task of
--- type i has waited at ARGV[1], -1 when there is none.
+-- ARGV[1]   key prefix "{ns}:"
+-- ARGV[2]   overdue grace, ms: a delayed task due before now - ARGV[2] is overdue
+-- ARGV[3]   "due soon" window, ms: delayed tasks due in [now - ARGV[2], now + ARGV[3]]
+-- ARGV[4..] the stats fields to read per type, in order
+--
+-- Returns {{seconds, microseconds}, names, rows, active, idle_since, limits,
+--          workers, schedulers, open_fanouts}
+--   names       every type: in KEYS[1], KEYS[2], KEYS[3] or KEYS[5]
+--   rows        flat, per type of `names` in order: ready tasks per priority
+--               level 0..9, delayed, dead letters, overdue, the earliest due
+--               time (unix ms, -1 none), due soon, the oldest ready task's
+--               wait in ms (-1 none), then each ARGV[4..] stats field (0 unset)
+--   active, idle_since, limits   HGETALL of KEYS[2], KEYS[3], KEYS[5]
+--   workers     flat {id, lease expiry ms, HGETALL of its record} per member
+--               of KEYS[4]
+--   schedulers  the ids in KEYS[6] whose lease has not expired
+--   open_fanouts how many members of KEYS[7] have not expired
 --
 -- Errors: none
 
+--! include lib/clock.lua
 --! include lib/oldest_ready.lua
 
-local now_ms = tonumber(ARGV[1])
-local n = #ARGV - 3
-local due_soon, oldest = {}, {}
-local at = n
-for i = 1, n do
-    due_soon[i] = redis.call('ZCOUNT', KEYS[i], ARGV[2], ARGV[3])
-    local lists = {}
-    for j = 1, tonumber(ARGV[3 + i]) do
-        lists[j] = KEYS[at + j]
-    end
-    at = at + #lists
-    oldest[i] = oldest_ready_ms(lists, now_ms)
+local prefix = ARGV[1]
+local grace, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local stats_fields = {}
+for i = 4, #ARGV do
+    stats_fields[#stats_fields + 1] = ARGV[i]
 end
-return {due_soon, oldest}
+
+-- Every type any of the namespace's per-type records names.
+local names, seen = {}, {}
+local function add(name)
+    if not seen[name] then
+        seen[name] = true
+        names[#names + 1] = name
+    end
+end
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do add(name) end
+local active = redis.call('HGETALL', KEYS[2])
+local idle = redis.call('HGETALL', KEYS[3])
+local limits = redis.call('HGETALL', KEYS[5])
+for _, flat in ipairs({active, idle, limits}) do
+    for i = 1, #flat, 2 do add(flat[i]) end
+end
+
+-- One type's numbers, appended to `rows` in the order the header lists.
+local rows = {}
+local function type_row(name)
+    local lists = {}
+    for level = 0, 9 do
+        local key = prefix .. 'q:' .. name .. ':' .. level
+        local n = redis.call('LLEN', key)
+        rows[#rows + 1] = n
+        if n > 0 then lists[#lists + 1] = key end
+    end
+    local delayed = prefix .. 'delayed:' .. name
+    local n_delayed = redis.call('ZCARD', delayed)
+    rows[#rows + 1] = n_delayed
+    rows[#rows + 1] = redis.call('LLEN', prefix .. 'dead:' .. name)
+    if n_delayed > 0 then  -- most types have none: three reads saved
+        rows[#rows + 1] = redis.call('ZCOUNT', delayed, '-inf', now - grace)
+        local earliest = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+        rows[#rows + 1] = math.floor(tonumber(earliest[2]))
+        rows[#rows + 1] = redis.call('ZCOUNT', delayed, now - grace, now + window)
+    else
+        rows[#rows + 1] = 0   -- overdue
+        rows[#rows + 1] = -1  -- earliest due
+        rows[#rows + 1] = 0   -- due soon
+    end
+    rows[#rows + 1] = oldest_ready_ms(lists, now)
+    local stats = redis.call('HMGET', prefix .. 'stats:' .. name, unpack(stats_fields))
+    for i = 1, #stats_fields do
+        rows[#rows + 1] = tonumber(stats[i]) or 0
+    end
+end
+for _, name in ipairs(names) do type_row(name) end
+
+local workers = {}
+for _, pair in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')) do
+    workers[#workers + 1] = pair
+end
+local listed = {}
+for i = 1, #workers, 2 do
+    listed[#listed + 1] = workers[i]
+    listed[#listed + 1] = workers[i + 1]
+    listed[#listed + 1] = redis.call('HGETALL', prefix .. 'worker:' .. workers[i])
+end
+
+return {clock, names, rows, active, idle, limits, listed,
+        redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf'),
+        redis.call('ZCOUNT', KEYS[7], now, '+inf')}

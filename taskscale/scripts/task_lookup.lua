@@ -5,6 +5,7 @@
 -- task is addressed by id and a bounded scan where it is not:
 --
 --   running   HGET inflight:W ID for every W in the workers zset
+--   cancelled GET cancel:ID, when it is nowhere else (cancel.lua's flag, 24 h)
 --   done      reply:ID (only RPC tasks keep an outcome, until read or expired)
 --   queued    q:T:P lists     } scanned for the id, in chunks of 1000,
 --   delayed   delayed:T zset  } over the given type or every type in the
@@ -23,6 +24,8 @@
 --   {"delayed", T, due unix ms, envelope}
 --   {"dead", T, "", dead-letter record JSON}
 --   {"done", "", "", reply JSON}
+--   {"cancelled", T, "before it ran", ""}  (removed by cancel.lua, flag kept)
+--   {"cancelled", "", "while running", ""} (flagged while it ran, now finished)
 --   {"unknown", "", examined, ""}    {"limit", "", examined, ""} (scan cut short)
 --
 -- Errors: none
@@ -113,6 +116,14 @@ for _, ttype in ipairs(types) do
     local rec = scan(prefix .. 'dead:' .. ttype, 'dead')
     if rec then
         return {'dead', ttype, '', rec}
+    end
+end
+if not cut then
+    local flag = redis.call('GET', prefix .. 'cancel:' .. id)
+    if flag and string.sub(flag, 1, 8) == 'removed:' then
+        return {'cancelled', string.sub(flag, 9), 'before it ran', ''}
+    elseif flag then
+        return {'cancelled', '', 'while running', ''}
     end
 end
 return {cut and 'limit' or 'unknown', '', tostring(examined), ''}

@@ -8,7 +8,7 @@ import json
 
 from support.chart import CHART, KUBE_VERSION, by_kind, helm, one, render
 
-URL = {"dashboard.redisUrl": "redis://r:6379/0"}
+URL = {"dashboard.redisUrl": "redis://r:6379/0", "dashboard.tokenSecret.name": "console-token"}
 PEERS = [
     {"namespaceSelector": {"matchLabels": {"team": "ops"}}},
     {"podSelector": {"matchLabels": {"app": "oauth2-proxy"}}},
@@ -61,8 +61,13 @@ def test_the_dashboard_reads_its_token_and_url_from_secrets_and_runs_restricted(
 
 
 def test_without_a_token_secret_the_console_is_read_only_and_a_url_is_required() -> None:
+    # issue 24: reads are open only when asked (authReads=false; the default needs a token)
     objects = render(
-        set_values={"dashboard.enabled": "true", "dashboard.redisUrl": "redis://r:6379/0"}
+        set_values={
+            "dashboard.enabled": "true",
+            "dashboard.redisUrl": "redis://r:6379/0",
+            "dashboard.authReads": "false",
+        }
     )
     container = one(objects, "Deployment", "ts-taskscale-dashboard")["spec"]["template"]["spec"][
         "containers"

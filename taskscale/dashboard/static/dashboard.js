@@ -253,7 +253,7 @@
       seen = true;
       out.textContent = `task ${id}: ${t.state}` + (t.where ? " (" + t.where + ")" : "") + (t.error ? ": " + t.error : "");
       out.dataset.state = t.state;
-      if (t.state === "dead") return;
+      if (t.state === "dead" || t.state === "cancelled") return;  // final states
       await new Promise((r) => setTimeout(r, 500));
     }
   }

@@ -1,0 +1,116 @@
+"""The console's overview of one namespace in one ``console_overview.lua`` call.
+
+``taskscale status`` (:func:`taskscale.status.collect`) reads a namespace in
+pipelines of ~15 commands per type: with 1000 types the console's overview,
+polled every 2 s by every open page, cost ~18 000 commands and most of a
+second of Python per refresh.  This reads the same numbers in one read-only
+script call on the Redis clock (as the controller's ``observe.lua`` does),
+plus the periodic schedules' one read, and shapes them exactly as
+``status.collect`` does -- the same fields, workers and warnings (built by
+:func:`taskscale.status.worker_view` and :func:`taskscale.status.warnings`)
+-- with what only the console shows added per type: ``due_soon``,
+``oldest_ready_s`` (``lib/oldest_ready.lua``, the controller's rule),
+``idle_for_s``, ``claimed``, ``wait_ms``, ``service_ms``, ``dead_lettered``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskscale import status
+from taskscale.keys import PRIORITY_LEVELS, Keys
+from taskscale.limits import parse_limits
+from taskscale.luascripts import bound_script
+from taskscale.redis_urls import RedisClient
+from taskscale.scheduling.schedules import list_schedules
+from taskscale.server_clock import ServerTime
+from taskscale.text import as_text
+
+#: "Due soon" on the overview: delayed tasks due within this many ms.
+DUE_SOON_MS = 60_000
+#: The stats counters read per type (the script's ARGV[4..]), in its row order
+#: (``_type_row`` unpacks them in this order: change both together).
+STATS = ("completed", "failed", "cancelled", "claimed", "wait_ms", "service_ms", "dead")
+#: The numbers before the stats in one type's row of the script's reply.
+_FIXED = ("delayed", "dead", "overdue", "earliest_ms", "due_soon", "oldest_ms")
+_ROW = PRIORITY_LEVELS + len(_FIXED) + len(STATS)
+
+
+def read_overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
+    """One namespace's overview: ``status.collect``'s view, each type's row
+    with the console's additions and without ``stats``."""
+    script = bound_script(client, "console_overview")
+    script_keys = [
+        keys.types,
+        keys.active,
+        keys.idle_since,
+        keys.workers,
+        keys.limits,
+        keys.schedulers,
+        keys.fanouts_open,
+    ]
+    args: list[str | int] = [keys.prefix, status.OVERDUE_GRACE_MS, DUE_SOON_MS, *STATS]
+    clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts = script(
+        keys=script_keys, args=args, client=client
+    )
+    now = ServerTime.from_reply(*clock)
+    active_by = {as_text(k): int(v) for k, v in _pairs(active)}
+    idle_by = {as_text(k): float(v) for k, v in _pairs(idle)}
+    limits_by = parse_limits(dict(_pairs(limits)))
+    types = {}
+    for i, raw in enumerate(names):
+        name = as_text(raw)
+        types[name] = _type_row(
+            rows[i * _ROW : (i + 1) * _ROW], now, active_by.get(name, 0), idle_by.get(name)
+        )
+        types[name]["limits"] = status.limits_view(limits_by.get(name))
+    found: dict[str, Any] = {
+        "now": now.unix_s,
+        "types": dict(sorted(types.items())),
+        "workers": [
+            status.worker_view(
+                as_text(workers[i]), float(workers[i + 1]), dict(_pairs(workers[i + 2]))
+            )
+            for i in range(0, len(workers), 3)
+        ],
+        "schedulers": sorted(as_text(s) for s in schedulers),
+        "schedules": [s.as_dict() for s in list_schedules(client, keys)],
+        "open_fanouts": int(open_fanouts),
+    }
+    found["warnings"] = status.warnings(found, now.ms)
+    return found
+
+
+def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
+    """An HGETALL reply of a script (a flat list) as (field, value) pairs."""
+    return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _type_row(row: list[int], now: ServerTime, active: int, idle: float | None) -> dict[str, Any]:
+    # plain indexing: this runs once per type on every refresh (1000 types: ~1000 rows)
+    p = PRIORITY_LEVELS
+    delayed, dead, overdue, earliest, due_soon, oldest = row[p : p + len(_FIXED)]
+    completed, failed, cancelled, claimed, wait_ms, service_ms, dead_lettered = row[
+        p + len(_FIXED) :
+    ]
+    queued = row[:p]
+    return {
+        "queued": sum(queued),
+        "queued_by_priority": queued,
+        "delayed": delayed,
+        "active": active,
+        "completed": completed,
+        "failed": failed,
+        "cancelled": cancelled,
+        "dead": dead,
+        "overdue": overdue,
+        "oldest_overdue_s": max(0.0, (now.ms - earliest) / 1000) if earliest >= 0 else 0.0,
+        "idle_since": idle,
+        "claimed": claimed,
+        "wait_ms": wait_ms,
+        "service_ms": service_ms,
+        "dead_lettered": dead_lettered,
+        "due_soon": due_soon,
+        "oldest_ready_s": oldest / 1000 if oldest >= 0 else None,
+        "idle_for_s": None if active or idle is None else max(0.0, now.unix_s - idle),
+    }
