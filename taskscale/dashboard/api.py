@@ -251,7 +251,14 @@ def post_enqueue(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
 
 def post_call(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
     args, kwargs = _call_args(body)
-    options = CallOptions(priority=parse_priority(body.get("priority", 5)))
+    # The console's Call is an operator trying a task while the page waits: the
+    # first error is the answer unless the body asks for retries ("retries":
+    # a number, or null for the task's own, as taskscale.call() does).
+    retries: int | None = 0
+    if "retries" in body:
+        asked = body["retries"]
+        retries = None if asked is None else int(_number(body, "retries", 0, 100))
+    options = CallOptions(priority=parse_priority(body.get("priority", 5)), max_retries=retries)
     timeout = _number(body, "timeout", 30.0, MAX_CALL_TIMEOUT_S)
     task_type = _type(request)
     keys = ctx.keys_for(task_type)

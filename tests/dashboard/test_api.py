@@ -188,7 +188,11 @@ def test_call_returns_the_result_or_the_remote_error(redis_url: str, r: redis.Re
     ):
         code, ok = post(d.url, "/api/call/echo", {"args": [1], "kwargs": {"k": "v"}})
         _, failed = post(d.url, "/api/call/fail", {"kwargs": {"message": "boom"}})
+        # retries kept (the task's own): the retry waits for a scheduler, none runs
+        body = {"kwargs": {"message": "x"}, "retries": None, "timeout": 1}
+        _, kept = post(d.url, "/api/call/fail", body)
     assert code == 200 and ok["ok"] is True
+    assert kept["ok"] is False and kept["error"] == "no result within 1 s"
     assert ok["result"] == {"args": [1], "kwargs": {"k": "v"}}
     assert failed["ok"] is False and "boom" in failed["error"]
 
