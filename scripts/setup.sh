@@ -102,6 +102,13 @@ if [[ ! -f $build_stamp || $(cat "$build_stamp") != "$want" || ! -f $ts/lua/mani
   echo "$want" > "$build_stamp"
 fi
 
+# Jaeger, the tracing backend tests/tracing/ sends spans to: built once from
+# its Go module into ~/.cache/taskscale/jaeger/<version> (a no-op when warm).
+# TASKSCALE_SETUP_JAEGER=0 skips it (those tests then skip).
+if [[ "${TASKSCALE_SETUP_JAEGER:-1}" == 1 ]]; then
+  bash scripts/build-jaeger.sh
+fi
+
 if [[ "${TASKSCALE_SETUP_KUBE:-1}" == 1 ]]; then
   if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
     bash e2e/cluster/build.sh --with-node

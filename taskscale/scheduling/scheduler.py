@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from taskscale import checks
+from taskscale import checks, tracing
 from taskscale.alarm import Alarm as _Alarm
 from taskscale.keys import Keys, check_name
 from taskscale.luascripts import scripts_for
@@ -127,12 +127,16 @@ class Scheduler:
 
     def promote(self) -> PromoteResult:
         """One promote.lua call over every type."""
+        started = tracing.now_ns()
         reply = self._scripts.promote(
             keys=[self.keys.types],
             args=[self.keys.prefix, self.settings.promote_batch],
             client=self.redis,
         )
         promoted, next_due, now, more, late = (int(x) for x in reply)
+        trace = tracing.current()
+        if promoted and trace is not None:
+            trace.promotion(started, promoted, late)
         return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more), late)
 
     def advance_schedules(self, now_ms: int) -> list[int]:
