@@ -46,7 +46,7 @@ def test_tracing_is_on_only_when_asked(environ: dict[str, str], on: bool) -> Non
         42,
         "",
         "garbage",
-        VALID + "x",  # 56 characters
+        VALID + "-",  # 56 characters, well-formed otherwise
         VALID.upper(),
         VALID.replace("0af7", "0ag7"),
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01",  # a short span id
