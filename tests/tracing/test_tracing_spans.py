@@ -153,3 +153,31 @@ def test_a_worker_runs_a_task_with_a_malformed_context_in_a_new_trace(
     assert child.attributes["taskscale.task.attempt"] == 1
     waits = [s for s in spans.get_finished_spans() if s.name == "wait echo"]
     assert len(waits) == 2 and all(w.end_time >= w.start_time > 0 for w in waits)
+
+
+@pytest.mark.integration
+def test_an_unsampled_task_builds_no_span_and_its_sub_tasks_stay_in_its_trace(
+    redis_url: str, r: redis.Redis, producer: Producer, spans: Any
+) -> None:
+    import tracing_tasks  # noqa: F401  (registers tracing.parent)
+
+    unsampled = VALID[:-2] + "02"  # random trace id, not sampled
+    traced = tracing.current()
+    assert traced is not None and traced.skips_unsampled  # the SDK's default: parent-based
+    tracing.reset(None)
+    producer.enqueue("tracing.parent", 1, redis_url, extra={"traceparent": unsampled})
+    tracing.reset(traced)
+    with running_worker(redis_url, ("tracing.parent",), keys=KEYS):
+        wait_until(lambda: r.llen(KEYS.queue("tracing.leaf")), what="the sub-task")
+    sub_task = queued(r, "tracing.leaf")["traceparent"]
+    assert sub_task.split("-")[1] == VALID.split("-")[1]  # the same trace
+    assert not int(sub_task[-2:], 16) & 1  # still not sampled
+    assert spans.get_finished_spans() == ()
+
+
+def test_a_sampler_that_is_not_parent_based_gets_every_task() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    tracer = TracerProvider(sampler=ALWAYS_ON).get_tracer("tests")
+    assert not tracing.Tracing(tracer).skips_unsampled

@@ -6,6 +6,7 @@ from __future__ import annotations
 import taskscale
 from taskscale.context import current_task
 from taskscale.fanout import submit_fanout
+from taskscale.producer import Producer
 from taskscale.tasks import task
 
 
@@ -21,4 +22,11 @@ def flaky(n: int) -> dict[str, int]:
 
 @task("tracing.leaf")
 def leaf(n: int) -> int:
+    return n
+
+
+@task("tracing.parent")
+def parent(n: int, url: str) -> int:
+    """Enqueues one sub-task (whose envelope carries this run's context)."""
+    Producer(url).enqueue("tracing.leaf", n)
     return n
