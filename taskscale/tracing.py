@@ -357,9 +357,11 @@ class Tracing:
             )
             wait.end(end_time=task.now_ms * _NS_PER_MS)
         links = []
-        first = self._trace.get_current_span(self._w3c.extract(carrier(doc, TRACEFIRST)))
-        if first.get_span_context().is_valid:
-            links.append(self._trace.Link(first.get_span_context(), {"taskscale.link": "first"}))
+        if TRACEFIRST in doc:  # a retry: link to the first attempt's run
+            first = self._trace.get_current_span(self._w3c.extract(carrier(doc, TRACEFIRST)))
+            if first.get_span_context().is_valid:
+                link = self._trace.Link(first.get_span_context(), {"taskscale.link": "first"})
+                links.append(link)
         span = self._tracer.start_span(
             f"process {task.task_type}",
             context=parent,
