@@ -130,6 +130,13 @@ if [[ $DEMO != 1 ]]; then
   fi
 fi
 
+# Jaeger, the tracing backend tests/tracing/ sends spans to: built once from
+# its Go module into ~/.cache/taskscale/jaeger/<version> (a no-op when warm).
+# TASKSCALE_SETUP_JAEGER=0 skips it (those tests then skip); the demo needs none.
+if [[ $DEMO != 1 && "${TASKSCALE_SETUP_JAEGER:-1}" == 1 ]]; then
+  bash scripts/build-jaeger.sh
+fi
+
 if [[ $KUBE == 1 ]]; then
   if [[ "${TASKSCALE_SETUP_E2E:-0}" == 1 ]]; then
     bash e2e/cluster/build.sh --with-node

@@ -33,7 +33,7 @@ from typing import Any
 
 from redis.commands.core import Script
 
-from taskscale import envelope
+from taskscale import envelope, tracing
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -287,7 +287,33 @@ def submit_fanout(
     if isinstance(arg_sets, str | bytes) or not isinstance(arg_sets, Iterable):
         raise TypeError(f"arg_sets must be a sequence of argument sets, not {arg_sets!r:.40}")
     fanout_id = uuid.uuid4().hex
-    envelopes = [_envelope(task_type, arg_set, fanout_id, level, settings) for arg_set in arg_sets]
+    extra: dict[str, Any] = {"fanout": fanout_id}
+    trace = tracing.current()
+    if trace is None:
+        return _submit(client, task_type, arg_sets, fanout_id, extra, level, limit, settings, keys)
+    arg_sets = list(arg_sets)
+    return trace.publish(
+        task_type,
+        extra,
+        lambda: _submit(
+            client, task_type, arg_sets, fanout_id, extra, level, limit, settings, keys
+        ),
+        count=len(arg_sets),
+    )
+
+
+def _submit(
+    client: RedisClient,
+    task_type: str,
+    arg_sets: Sequence[ArgSet],
+    fanout_id: str,
+    extra: dict[str, Any],
+    level: int,
+    limit: int,
+    settings: FanoutSettings,
+    keys: Keys,
+) -> FanoutHandle:
+    envelopes = [_envelope(task_type, arg_set, extra, level, settings) for arg_set in arg_sets]
     _submit_script(client)(
         keys=[
             keys.fanout(fanout_id),
@@ -313,7 +339,11 @@ def submit_fanout(
 
 
 def _envelope(
-    task_type: str, arg_set: ArgSet, fanout_id: str, priority: int, settings: FanoutSettings
+    task_type: str,
+    arg_set: ArgSet,
+    extra: dict[str, Any],
+    priority: int,
+    settings: FanoutSettings,
 ) -> str:
     """The JSON envelope of one sub-task, without ``enqueued_ms`` (whatever
     releases it to the ready list stamps that)."""
@@ -324,7 +354,7 @@ def _envelope(
         kwargs,
         priority=priority,
         max_retries=settings.max_retries,
-        extra={"fanout": fanout_id},
+        extra=extra,
         max_bytes=settings.max_payload_bytes,
     )
     return doc

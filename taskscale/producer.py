@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskscale import checks, envelope
+from taskscale import checks, envelope, tracing
 from taskscale.connection import (
     ConnectionSettings,
     RedisUnavailable,
@@ -156,19 +156,23 @@ class Producer:
                 fields["unique_for_ms"] = round(checks.seconds("unique_for", unique_for) * 1000)
         elif unique_for is not None:
             raise ValueError("unique_for needs a unique_key")
-        task_id, doc = envelope.build(
-            task_type,
-            args,
-            kwargs,
-            task_id=task_id,
-            priority=priority,
-            max_retries=retries,
-            extra=fields,
-            max_bytes=self.settings.max_payload_bytes,
-            prefix=self.keys.prefix,
-        )
-        holders = self._push(task_type, [doc], delay)
-        return holders.get(0, task_id)
+
+        def send() -> str:
+            new_id, doc = envelope.build(
+                task_type,
+                args,
+                kwargs,
+                task_id=task_id,
+                priority=priority,
+                max_retries=retries,
+                extra=fields,
+                max_bytes=self.settings.max_payload_bytes,
+                prefix=self.keys.prefix,
+            )
+            return self._push(task_type, [doc], delay).get(0, new_id)
+
+        trace = tracing.current()
+        return send() if trace is None else trace.publish(task_type, fields, send)
 
     def enqueue_many(
         self,
@@ -182,13 +186,33 @@ class Producer:
     ) -> list[str]:
         """Enqueue one task per item of ``calls`` (a :class:`Call` or an args
         sequence); return the ids.  Each chunk of :data:`BATCH_CHUNK` is atomic."""
-        ids: list[str] = []
-        docs: list[str] = []
         retries, fields = self._options(options, max_retries)
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
             raise TypeError(
                 f"calls must be a list of Call or of argument lists, not {type(calls).__name__}"
             )
+        trace = tracing.current()
+        if trace is None:
+            return self._enqueue_many(task_type, calls, delay, priority, retries, fields)
+        calls = list(calls)
+        return trace.publish(
+            task_type,
+            fields,
+            lambda: self._enqueue_many(task_type, calls, delay, priority, retries, fields),
+            count=len(calls),
+        )
+
+    def _enqueue_many(
+        self,
+        task_type: str,
+        calls: Iterable[Call | Sequence[Any]],
+        delay: float | None,
+        priority: int | str,
+        retries: int | None,
+        fields: dict[str, Any],
+    ) -> list[str]:
+        ids: list[str] = []
+        docs: list[str] = []
         for item in calls:
             call = item if isinstance(item, Call) else Call(args=item)
             task_id, doc = envelope.build(

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from taskscale import tracing
 from taskscale.connection import RedisLike, client_for
 from taskscale.keys import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY, Keys, check_name
 from taskscale.options import OPTION, TaskOptions
@@ -278,8 +279,14 @@ def call(
     the last; ``options=CallOptions(max_retries=0)`` makes the first error
     the reply at once.  Keep ``timeout`` above the retries' backoff.
     """
-    handle = call_async(client, task_type, *args, options=options, keys=keys, **kwargs)
-    return handle.get(timeout)
+
+    def wait() -> Any:
+        return call_async(client, task_type, *args, options=options, keys=keys, **kwargs).get(
+            timeout
+        )
+
+    trace = tracing.current()
+    return wait() if trace is None else trace.call(task_type, wait)
 
 
 def block_in_slices(

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from taskscale import checks
+from taskscale import checks, tracing
 from taskscale.alarm import Alarm as _Alarm
 from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys, check_name
@@ -141,6 +141,7 @@ class Scheduler:
 
     def promote(self) -> PromoteResult:
         """One promote.lua call over every type."""
+        started = tracing.now_ns()
         reply = self._scripts.promote(
             keys=[self.keys.types],
             args=[self.keys.prefix, self.settings.promote_batch],
@@ -149,6 +150,9 @@ class Scheduler:
         promoted, next_due, now, more, late = (int(x) for x in reply[:5])
         for error in reply[5] if len(reply) > 5 else ():  # types skipped: a key of the wrong type
             self.wrong_keys.seen(redis.ResponseError(as_text(error)))
+        trace = tracing.current()
+        if promoted and trace is not None:
+            trace.promotion(started, promoted, late)
         return PromoteResult(promoted, None if next_due < 0 else next_due, now, bool(more), late)
 
     def advance_schedules(self, now_ms: int) -> list[int]:

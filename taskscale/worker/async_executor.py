@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from taskscale import tracing
 from taskscale.context import running
 from taskscale.worker.execution import Claimed, Outcome, TaskRunner
 from taskscale.worker.timeouts import await_with_timeout
@@ -59,6 +60,7 @@ class AsyncExecutor:
         self._thread: threading.Thread | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._closing = False  # set on the loop thread by cancel_running
+        self._trace = tracing.current()  # None when off
 
     def start(self) -> None:
         """Start the loop thread (a worker without async types never does)."""
@@ -126,7 +128,12 @@ class AsyncExecutor:
     async def _execute(self, task: Claimed) -> None:
         try:
             try:
-                outcome = await self._run(task)
+                trace = self._trace
+                outcome = await (
+                    self._run(task)
+                    if trace is None
+                    else trace.worker_run_async(self._run, task, self._runner.worker_id)
+                )
             except asyncio.CancelledError:
                 return  # shutdown: the final requeue returns the task to its queue
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from taskscale import tracing
 from taskscale.catalog import CatalogPublisher
 from taskscale.errors import describe_error
 from taskscale.health import METRICS_HOST, HealthState, MetricsServer
@@ -271,12 +272,14 @@ class Worker:
             self._inbox.put(task)
 
     def _executor(self) -> None:
+        trace = tracing.current()  # None when off: the plain run, nothing per task
+        run = self._runner.run if trace is None else trace.worker_run(self._runner.run, self.id)
         while True:
             task = self._inbox.get()
             if task is None:
                 return
             try:
-                self._reporter.outbox.put(self._runner.run(task))
+                self._reporter.outbox.put(run(task))
             except Exception as exc:  # a bug of ours: dead-letter rather than hold it forever
                 log.exception("worker %s: could not run a %s task", self.id, task.task_type)
                 self._reporter.outbox.put(self._runner.internal_error(task, exc))
