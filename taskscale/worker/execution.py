@@ -109,6 +109,7 @@ class Outcome:
     backoff_ms: int = 0
     error: str = ""
     traceback: str = ""
+    wait_ms: int = -1  #: ms from enqueued (or due) to the claim, -1 = not run (history)
 
 
 @dataclass(slots=True)
@@ -254,13 +255,14 @@ class TaskRunner:
                 error,
                 tb.rstrip(),
             )
-            return self.failed(env, elapsed, type(error).__name__, str(error), final=False, tb=tb)
+            failed = self.failed(env, elapsed, type(error).__name__, str(error), final=False, tb=tb)
+            return _waited(failed, prepared)
         try:
             body = json.dumps(result, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             message = f"result of {env.type} is not JSON-serialisable: {exc}"
             log.error("task %s %s: %s", env.type, env.id, message)
-            return self.failed(env, elapsed, "TypeError", message, final=False)
+            return _waited(self.failed(env, elapsed, "TypeError", message, final=False), prepared)
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "completed", elapsed)
         reply = ""
@@ -275,6 +277,7 @@ class TaskRunner:
             reply_ttl=opts.result_ttl,
             reply=reply,
             fanout=env.fanout or "",
+            wait_ms=_wait_ms(prepared),
         )
 
     def options(self, env: envelope.Envelope) -> Resolved:
@@ -367,6 +370,16 @@ class TaskRunner:
         if len(self._binds) < _MAX_SHAPES:
             self._binds.add(shape)
         return None
+
+
+def _wait_ms(prepared: Prepared) -> int:
+    env, claimed = prepared.env, prepared.context.claimed_ms
+    return max(0, claimed - (env.due_ms or env.enqueued_ms or claimed))
+
+
+def _waited(outcome: Outcome, prepared: Prepared) -> Outcome:
+    outcome.wait_ms = _wait_ms(prepared)
+    return outcome
 
 
 def _decoded(task: Claimed) -> envelope.Envelope | Outcome:

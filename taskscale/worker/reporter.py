@@ -6,7 +6,8 @@ never lags more than one round trip behind the executors -- plus, while
 outcomes pour in, at most ``gathering.FLUSH_GATHER_S`` (1 ms): flushes are
 spaced that far apart then, so each one records many outcomes.  Every
 ``heartbeat_s`` it renews the worker's lease and registry record (busy slots,
-per-type stats) and republishes the task catalog.
+per-type stats), republishes the task catalog and adds what it counted
+since to the types' history (taskscale.history: one call for every type).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import redis
 
+from taskscale import history
 from taskscale.catalog import CatalogPublisher
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
 from taskscale.worker.execution import Outcome
@@ -63,6 +65,7 @@ class Reporter:
         self._metrics = shared.metrics
         self._health = shared.health
         self._inflight_key = shared.keys.inflight(shared.id)
+        self._history = history.Batch()  # the reporter thread's alone
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
@@ -102,8 +105,10 @@ class Reporter:
                         exc,
                     )
             if stop:
+                self._write_history()
                 return
             if time.monotonic() >= next_beat and not self._abandon.is_set():
+                self._write_history()
                 next_beat = time.monotonic() + self.settings.heartbeat_s
                 try:
                     retrying(  # soon after an outage: before the lease expires
@@ -142,6 +147,17 @@ class Reporter:
         self._tally.recorded(
             (o.task_id, o.task_type, o.kind == "ok", o.service_ms) for o in outcomes
         )
+        for o in outcomes:
+            self._history.add(o.task_type, o.kind, o.service_ms, o.wait_ms)
+
+    def _write_history(self) -> None:
+        """Add the counts since the last write to the history; when Redis is
+        away they wait for the next beat (history never stalls the reporter;
+        the batch is bounded by types x fields, not by tasks)."""
+        try:
+            history.write(self.redis, self.keys, self._history)
+        except redis.RedisError as exc:
+            log.warning("worker %s: history not written: %s", self.identity.id, exc)
 
     def heartbeat(self) -> None:
         """Renew the lease and the registry record; republish the catalog."""
