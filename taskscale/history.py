@@ -180,16 +180,24 @@ def read(
     summed (one type for a type's history, every type for the overall one)."""
     last = current_bucket(now_ms)
     first = last - max(1, min(since_s, KEEP_S) // BUCKET_S) + 1
-    names = list(types)
-    replies = bound_script(client, "history_read")(
-        keys=[keys.types], args=[keys.prefix, first, last, *names], client=client
-    )
+    replies = buckets(client, keys, list(types), first, last)
     rows = [Row((first + i) * BUCKET_S) for i in range(last - first + 1)]
     for per_type in replies:
         for i, flat in enumerate(per_type):
             if flat:
                 _add(rows[i], _row(rows[i].at, flat))
     return [_finish(r) for r in rows]
+
+
+def buckets(
+    client: RedisClient, keys: Keys, types: list[str], first: int, last: int
+) -> list[list[list[Any]]]:
+    """Per type, per bucket ``first..last``, the bucket hash as a flat HGETALL
+    reply: one ``history_read`` call."""
+    reply = bound_script(client, "history_read")(
+        keys=[keys.types], args=[keys.prefix, first, last, *types], client=client
+    )
+    return list(reply)
 
 
 def _add(into: Row, row: Row) -> None:

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from taskscale import admin
-from taskscale.dashboard import data
+from taskscale.dashboard import data, history_data
 from taskscale.dashboard.state import Context, context, in_thread, page_params
 from taskscale.json_input import JsonInputError, parse_json
 from taskscale.keys import check_name, parse_priority
@@ -155,7 +155,19 @@ def _overview(ctx: Context) -> Any:
         found["types"][name] = data.empty_row()
     found["types"] = dict(sorted(found["types"].items()))
     found["unserved"] = catalog["unserved"]
+    found["rates"] = history_data.rates(ctx.client, ctx.shards)  # real rates on the first load
     return found
+
+
+def get_history(ctx: Context, request: Request) -> Any:
+    """``?type=T`` (absent: every type summed), ``?since=`` seconds (10..86400, 3600)."""
+    name = request.query_params.get("type") or None
+    if name is not None:
+        check_name("task type", name)
+    since = int(request.query_params.get("since", "3600"))
+    if not 10 <= since <= 86400:
+        raise ApiError(400, "since must be 10..86400 seconds")
+    return history_data.read(ctx.client, ctx.shards, name, since)
 
 
 def get_catalog(ctx: Context, request: Request) -> Any:
@@ -267,6 +279,7 @@ def post_call(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
 ROUTES = [
     Route("/api/status", _read(get_status)),
     Route("/api/overview", _read(get_overview)),
+    Route("/api/history", _read(get_history)),
     Route("/api/catalog", _read(get_catalog)),
     Route("/api/types/{type}", _read(get_type)),
     Route("/api/workers", _read(get_workers)),

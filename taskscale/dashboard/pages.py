@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from taskscale.catalog import signature_text
-from taskscale.dashboard import data, forms
+from taskscale.dashboard import charts, data, forms, history_data
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
 from taskscale.keys import check_name
 from taskscale.status import ago
@@ -151,8 +151,52 @@ async def delayed(request: Request) -> Response:
     )
 
 
+def _since(request: Request) -> int:
+    """``?since=`` seconds, one of the page's windows (else 1 h)."""
+    try:
+        since = int(request.query_params.get("since", "3600"))
+    except ValueError:
+        return 3600
+    return since if since in history_data.WINDOWS else 3600
+
+
+async def history_page(request: Request) -> Response:
+    name = None
+    if "type" in request.path_params:
+        name = _type(request)
+        if name is None:
+            return _not_found("task type")
+    since = _since(request)
+    ctx = context(request)
+    found = await in_thread(history_data.read, ctx.client, ctx.shards, name, since)
+    rows, per = found["rows"], float(found["bucket_s"])
+    charts_shown = [
+        charts.line_chart(rows, [("completed", "completed/s", "ok"), ("failed", "failed/s", "bad"),
+                                 ("dead", "dead/s", "dead")], title="runs per second", per=per),
+        charts.line_chart(rows, [("queued", "queued", "ok"), ("running", "running", "run")],
+                          title="queued and running (sampled by the scheduler)"),
+        charts.line_chart(rows, [("wait_p50_ms", "p50", "ok"), ("wait_p95_ms", "p95", "bad")],
+                          title="queue wait, ms"),
+        charts.line_chart(rows, [("run_p50_ms", "p50", "ok"), ("run_p95_ms", "p95", "bad")],
+                          title="run time, ms"),
+    ]  # fmt: skip
+    totals = {f: sum(r[f] for r in rows) for f in ("completed", "failed", "dead")}
+    return _render(
+        request,
+        "history.html",
+        "history",
+        task_type=name,
+        since=since,
+        windows=history_data.WINDOWS,
+        charts=charts_shown,
+        totals=totals,
+    )
+
+
 ROUTES = [
     Route("/", overview),
+    Route("/history", history_page),
+    Route("/history/{type}", history_page),
     Route("/scaling", scaling),
     Route("/workers", workers),
     Route("/fanouts", fanouts),
