@@ -18,10 +18,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from taskscale.admin import LookupLimitReached
 from taskscale.catalog import signature_text
-from taskscale.dashboard import charts, data, forms, history_data
+from taskscale.dashboard import browse_data, charts, data, forms, history_data
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
-from taskscale.keys import check_name
+from taskscale.keys import check_name, parse_priority
 from taskscale.status import ago
 
 _env = Environment(
@@ -193,8 +194,68 @@ async def history_page(request: Request) -> Response:
     )
 
 
+async def queued(request: Request) -> Response:
+    ctx = context(request)
+    name = _type(request)
+    try:
+        priority = parse_priority(request.path_params.get("priority", "5"))
+    except ValueError:
+        return _not_found("priority")
+    if name is None:
+        return _not_found("task type")
+    start, count = _page(request)
+    found = await in_thread(
+        browse_data.queued, ctx.client, ctx.shards, name, priority, start=start, count=count
+    )
+    return _render(
+        request, "queued.html", "queued", task_type=name, queued=found, pages=_pages(found)
+    )
+
+
+async def running(request: Request) -> Response:
+    ctx = context(request)
+    found = await in_thread(browse_data.running, ctx.client, ctx.shards)
+    return _render(request, "running.html", "running", running=found)
+
+
+async def find(request: Request) -> Response:
+    """The task-id box (``?id=``) and the argument search (``?q=``, ``?type=``)."""
+    ctx = context(request)
+    task_id, text = request.query_params.get("id", "").strip(), request.query_params.get("q", "")
+    name = request.query_params.get("type", "").strip() or None
+    found: Any = None
+    error = ""
+    try:
+        if task_id:
+            check_name("task id", task_id)
+            found = await in_thread(data.find_task, ctx.client, ctx.shards, task_id, limit=50_000)
+        elif text:
+            if name is not None:
+                check_name("task type", name)
+            found = await in_thread(
+                browse_data.search, ctx.client, ctx.shards, text, task_type=name
+            )
+    except (ValueError, LookupLimitReached) as exc:
+        error = str(exc)
+    return _render(
+        request,
+        "find.html",
+        "find",
+        task_id=task_id,
+        text=text,
+        search_type=name or "",
+        found=found,
+        error=error,
+        cap=browse_data.SEARCH_CAP,
+    )
+
+
 ROUTES = [
     Route("/", overview),
+    Route("/running", running),
+    Route("/find", find),
+    Route("/queued/{type}", queued),
+    Route("/queued/{type}/{priority}", queued),
     Route("/history", history_page),
     Route("/history/{type}", history_page),
     Route("/scaling", scaling),

@@ -173,6 +173,7 @@ class Reporter:
             "threads": self.identity.slots,
             "busy": busy,
             "stats": json.dumps(stats, separators=(",", ":")),
+            "running": json.dumps(self._tally.held_since(), separators=(",", ":")),
         }
         args: list[Any] = [self.identity.id, round(self.settings.lease_s * 1000)]
         for name, value in record.items():
