@@ -12,7 +12,9 @@ of one day (docs/schema.md, "History").  Percentiles are derived on read.
 
 from __future__ import annotations
 
+import json
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -78,9 +80,21 @@ def current_bucket(now_ms: int) -> int:
 
 @dataclass
 class Batch:
-    """What one worker counted since its last history write (reporter thread only)."""
+    """What one worker counted since its last history write, and its most
+    recent runs per type (reporter thread only; both bounded: types x fields,
+    types x ``recent_cap``)."""
 
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    recent_cap: int = 0
+    recent: dict[str, deque[str]] = field(default_factory=dict)
+
+    def finished(self, task_type: str, record: dict[str, Any]) -> None:
+        """One run for ``recent:T`` (kept only while ``recent_cap`` > 0)."""
+        if self.recent_cap > 0:
+            kept = self.recent.get(task_type)
+            if kept is None:
+                kept = self.recent[task_type] = deque(maxlen=self.recent_cap)
+            kept.append(json.dumps(record, separators=(",", ":")))
 
     def add(self, task_type: str, kind: str, service_ms: int, wait_ms: int) -> None:
         """One recorded run: ``kind`` "ok", "retry" or "dead"; ``wait_ms`` < 0 = unknown."""
@@ -94,12 +108,19 @@ class Batch:
 
     def args(self, keys: Keys) -> list[Any]:
         """ARGV of ``history_add.lua`` for this batch (empty when nothing was counted)."""
-        if not self.counts:
+        if not self.counts and not self.recent:
             return []
-        out: list[Any] = [keys.prefix, KEEP_S]
+        out: list[Any] = [keys.prefix, KEEP_S, self.recent_cap, len(self.counts)]
         for (task_type, name), n in sorted(self.counts.items()):
             out += [task_type, name, n]
+        for task_type, records in self.recent.items():
+            for record in records:
+                out += [task_type, record]
         return out
+
+    def clear(self) -> None:
+        self.counts.clear()
+        self.recent.clear()
 
 
 def write(client: RedisClient, keys: Keys, batch: Batch) -> None:
@@ -107,7 +128,7 @@ def write(client: RedisClient, keys: Keys, batch: Batch) -> None:
     args = batch.args(keys)
     if args:
         bound_script(client, "history_add")(keys=[keys.types], args=args, client=client)
-        batch.counts.clear()
+        batch.clear()
 
 
 def sample(client: RedisClient, keys: Keys) -> int:

@@ -123,6 +123,7 @@ KEY_SHAPES: dict[str, str] = {
     "unique": "unique:<key>",
     "history": "history:<type>:<bucket>",
     "history_sampled": "history:sampled",
+    "recent": "recent:<type>",
     # scaling decisions (written by the controller, read by the dashboard)
     "scalers": "scalers",
     "scaler": "scaler:<scaler>",
@@ -273,6 +274,11 @@ class Keys:
         """HASH of one 10 s bucket of a type's history (taskscale.history):
         counts, samples and log-scale histograms; expires after 24 h."""
         return self._key("history", task_type, bucket)
+
+    def recent(self, task_type: str) -> str:
+        """LIST of the type's most recently finished runs, newest first (JSON
+        records), capped by the workers' ``--recent-cap``."""
+        return self._key("recent", task_type)
 
     @property
     def history_sampled(self) -> str:

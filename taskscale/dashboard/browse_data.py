@@ -62,6 +62,19 @@ def queued(
     }
 
 
+def recent(client: RedisClient, shards: ShardMap, task_type: str) -> dict[str, Any]:
+    """``task_type``'s most recently finished runs, newest first, as the
+    workers keep them in ``recent:T`` (``--recent-cap``)."""
+    check_name("task type", task_type)
+    keys = shards.keys_for(task_type)
+    runs = []
+    for raw in client.lrange(keys.recent(task_type), 0, 9_999):
+        doc = loads_lenient(raw)
+        if isinstance(doc, dict):
+            runs.append(doc)
+    return {"type": task_type, "runs": runs}
+
+
 def running(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     """Every task in a live worker's in-flight hash: type, id, worker, pod,
     claimed (from the worker's record, as of its last heartbeat), arguments."""

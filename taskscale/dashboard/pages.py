@@ -212,6 +212,15 @@ async def queued(request: Request) -> Response:
     )
 
 
+async def recent(request: Request) -> Response:
+    ctx = context(request)
+    name = _type(request)
+    if name is None:
+        return _not_found("task type")
+    found = await in_thread(browse_data.recent, ctx.client, ctx.shards, name)
+    return _render(request, "recent.html", "recent", task_type=name, recent=found)
+
+
 async def running(request: Request) -> Response:
     ctx = context(request)
     found = await in_thread(browse_data.running, ctx.client, ctx.shards)
@@ -253,6 +262,7 @@ async def find(request: Request) -> Response:
 ROUTES = [
     Route("/", overview),
     Route("/running", running),
+    Route("/recent/{type}", recent),
     Route("/find", find),
     Route("/queued/{type}", queued),
     Route("/queued/{type}/{priority}", queued),

@@ -110,6 +110,7 @@ class Outcome:
     error: str = ""
     traceback: str = ""
     wait_ms: int = -1  #: ms from enqueued (or due) to the claim, -1 = not run (history)
+    summary: str = ""  #: the start of the result's JSON (the console's recent runs)
 
 
 @dataclass(slots=True)
@@ -122,6 +123,8 @@ class Prepared:
     context: TaskContext
 
 
+#: How much of a result's JSON a recent-runs record keeps.
+SUMMARY_CHARS = 200
 _NO_SIGNATURE = object()
 #: The most argument shapes remembered as binding (per runner).
 _MAX_SHAPES = 4096
@@ -278,6 +281,7 @@ class TaskRunner:
             reply=reply,
             fanout=env.fanout or "",
             wait_ms=_wait_ms(prepared),
+            summary=body[:SUMMARY_CHARS],
         )
 
     def options(self, env: envelope.Envelope) -> Resolved:

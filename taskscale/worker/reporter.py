@@ -33,6 +33,9 @@ from taskscale.worker.shared import Shared
 
 log = logging.getLogger("taskscale.worker")
 
+#: A run's outcome as the recent-runs record names it.
+_OUTCOMES = {"ok": "completed", "retry": "retried", "dead": "dead"}
+
 #: Put on the outbox to make the reporter flush what it has and return.
 STOP = object()
 
@@ -65,7 +68,7 @@ class Reporter:
         self._metrics = shared.metrics
         self._health = shared.health
         self._inflight_key = shared.keys.inflight(shared.id)
-        self._history = history.Batch()  # the reporter thread's alone
+        self._history = history.Batch(recent_cap=shared.settings.recent_cap)  # this thread's alone
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
@@ -147,8 +150,14 @@ class Reporter:
         self._tally.recorded(
             (o.task_id, o.task_type, o.kind == "ok", o.service_ms) for o in outcomes
         )
+        batch = self._history
+        finished_ms = round(time.time() * 1000)
         for o in outcomes:
-            self._history.add(o.task_type, o.kind, o.service_ms, o.wait_ms)
+            batch.add(o.task_type, o.kind, o.service_ms, o.wait_ms)
+            if batch.recent_cap:
+                batch.finished(o.task_type, {"id": o.task_id, "outcome": _OUTCOMES[o.kind],
+                    "ms": o.service_ms, "finished_ms": finished_ms,
+                    "result": o.summary if o.kind == "ok" else o.error[:200]})  # fmt: skip
 
     def _write_history(self) -> None:
         """Add the counts since the last write to the history; when Redis is

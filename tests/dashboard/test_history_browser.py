@@ -108,5 +108,13 @@ def test_history_pages_and_first_load_rates(
         assert code == 200 and sum(row["dead"] for row in doc["rows"]) == 3
         assert get(d.url, "api/history?since=5")[0] == 400
         assert get(d.url, "api/history?type=no%20such")[0] == 400
+        # the recent runs of a type: what the worker ran, newest first
+        browser.get(d.url + "recent/fail")
+        outcomes = browser.find_elements(By.CSS_SELECTOR, '#recent td[data-field="outcome"]')
+        assert [o.text for o in outcomes] == ["dead"] * 3
+        assert "on purpose" in text_of(browser, "#recent tbody")
+        browser.get(d.url + "recent/noop")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#recent tbody tr[data-id]")) == 30
+        browser.save_screenshot(str(_shots(tmp_path) / "dashboard-recent.png"))
         browser.get(d.url + "history/no%20such")
         assert "not found" in text_of(browser, "body")

@@ -42,6 +42,7 @@ def test_real_workers_counts_equal_the_tasks_they_ran(
             imports=["taskscale.examples"],
             lease=30.0,
             heartbeat=20.0,
+            env={"TASKSCALE_RECENT_CAP": "5"},
         )
         for _ in range(2)
     ]
@@ -65,6 +66,14 @@ def test_real_workers_counts_equal_the_tasks_they_ran(
     assert busy.run_p50_ms is not None and 45 <= busy.run_p50_ms <= 80
     overall = history.read(r, keys, ["noop", "fail", "sleep"], 600, now_ms=server_time(r, keys).ms)
     assert sum(x.completed for x in overall) == 46
+    # the recent runs: capped at 5 per type, newest first, outcome and result kept
+    assert r.llen(keys.recent("noop")) == 5
+    assert r.llen(keys.recent("fail")) == 5
+    [last_fail] = [json.loads(x) for x in r.lrange(keys.recent("fail"), 0, 0)]
+    assert last_fail["outcome"] == "dead" and "on purpose" in last_fail["result"]
+    sleeps = [json.loads(x) for x in r.lrange(keys.recent("sleep"), 0, -1)]
+    assert all(s["outcome"] == "completed" and s["result"] == "0.05" for s in sleeps)
+    assert all(s["ms"] >= 45 for s in sleeps)
     done = run_taskscale(redis_url, "stats", "noop", "--since", "10m", "--json", check=True)
     printed = json.loads(done.stdout)
     assert sum(row["completed"] for row in printed["rows"]) == 40
@@ -145,3 +154,19 @@ def test_stats_says_which_flag_is_wrong(redis_url: str) -> None:
 def test_history_read_refuses_more_than_a_day(r: redis.Redis, keys: Keys) -> None:
     with pytest.raises(redis.ResponseError, match="at most 8640 buckets per type"):
         bound_script(r, "history_read")(keys=[keys.types], args=[keys.prefix, 1, 9000, "t"])
+
+
+def test_the_recent_list_keeps_its_cap_and_stays_small(r: redis.Redis, keys: Keys) -> None:
+    """The memory docs/schema.md states for ``recent:T`` at the default cap:
+    100 records of a 32-hex id, a 200-character result."""
+    batch = history.Batch(recent_cap=100)
+    for i in range(250):
+        record = {"id": f"{i:032x}", "outcome": "completed", "ms": 12, "finished_ms": 1 << 40}
+        batch.finished("t", {**record, "result": "r" * 200})
+    history.write(r, keys, batch)
+    assert r.llen(keys.recent("t")) == 100
+    newest = json.loads(r.lindex(keys.recent("t"), 0) or b"{}")
+    assert newest["id"] == f"{249:032x}"
+    used = int(r.memory_usage(keys.recent("t")) or 0)
+    print(f"bytes of recent:T at 100 records: {used}")
+    assert 0 < used <= 40_000
