@@ -45,11 +45,21 @@ def _edge(i: float) -> float:
     return math.exp(i * math.log(RATIO))
 
 
-def bin_of(ms: float) -> int:
-    """The histogram bin of a duration in ms."""
+def _bin_by_log(ms: float) -> int:
     if ms < 1:
         return 0
     return min(BINS - 1, 1 + int(math.log(ms, RATIO)))
+
+
+#: The bins of whole ms below 8192, looked up (the reporter bins every run twice).
+_SMALL = [_bin_by_log(ms) for ms in range(8192)]
+
+
+def bin_of(ms: float) -> int:
+    """The histogram bin of a duration in ms."""
+    if isinstance(ms, int) and 0 <= ms < 8192:
+        return _SMALL[ms]
+    return _bin_by_log(ms)
 
 
 def percentile(hist: Mapping[int, int], q: float) -> float | None:
@@ -78,6 +88,11 @@ def current_bucket(now_ms: int) -> int:
     return now_ms // 1000 // BUCKET_S
 
 
+#: A recent run: id, outcome ("completed", "retried", "dead"), run ms,
+#: finished (unix ms, the worker's clock), the result's or error's start.
+Recent = tuple[str, str, int, int, str]
+
+
 @dataclass
 class Batch:
     """What one worker counted since its last history write, and its most
@@ -86,15 +101,16 @@ class Batch:
 
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     recent_cap: int = 0
-    recent: dict[str, deque[str]] = field(default_factory=dict)
+    recent: dict[str, deque[Recent]] = field(default_factory=dict)
 
-    def finished(self, task_type: str, record: dict[str, Any]) -> None:
-        """One run for ``recent:T`` (kept only while ``recent_cap`` > 0)."""
+    def finished(self, task_type: str, run: Recent) -> None:
+        """One run for ``recent:T`` (kept only while ``recent_cap`` > 0; encoded
+        at the write, so a run the cap pushes out costs no JSON)."""
         if self.recent_cap > 0:
             kept = self.recent.get(task_type)
             if kept is None:
                 kept = self.recent[task_type] = deque(maxlen=self.recent_cap)
-            kept.append(json.dumps(record, separators=(",", ":")))
+            kept.append(run)
 
     def add(self, task_type: str, kind: str, service_ms: int, wait_ms: int) -> None:
         """One recorded run: ``kind`` "ok", "retry" or "dead"; ``wait_ms`` < 0 = unknown."""
@@ -113,9 +129,11 @@ class Batch:
         out: list[Any] = [keys.prefix, KEEP_S, self.recent_cap, len(self.counts)]
         for (task_type, name), n in sorted(self.counts.items()):
             out += [task_type, name, n]
-        for task_type, records in self.recent.items():
-            for record in records:
-                out += [task_type, record]
+        for task_type, runs in self.recent.items():
+            for task_id, outcome, ms, finished_ms, result in runs:
+                record = {"id": task_id, "outcome": outcome, "ms": ms,
+                          "finished_ms": finished_ms, "result": result}  # fmt: skip
+                out += [task_type, json.dumps(record, separators=(",", ":"))]
         return out
 
     def clear(self) -> None:

@@ -155,9 +155,9 @@ class Reporter:
         for o in outcomes:
             batch.add(o.task_type, o.kind, o.service_ms, o.wait_ms)
             if batch.recent_cap:
-                batch.finished(o.task_type, {"id": o.task_id, "outcome": _OUTCOMES[o.kind],
-                    "ms": o.service_ms, "finished_ms": finished_ms,
-                    "result": o.summary if o.kind == "ok" else o.error[:200]})  # fmt: skip
+                result = o.summary if o.kind == "ok" else o.error[:200]
+                run = (o.task_id, _OUTCOMES[o.kind], o.service_ms, finished_ms, result)
+                batch.finished(o.task_type, run)
 
     def _write_history(self) -> None:
         """Add the counts since the last write to the history; when Redis is
