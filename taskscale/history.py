@@ -234,9 +234,23 @@ def buckets(
     """Per type, per bucket ``first..last``, the bucket hash as a flat HGETALL
     reply: one ``history_read`` call."""
     reply = bound_script(client, "history_read")(
-        keys=[keys.types], args=[keys.prefix, first, last, *types], client=client
+        keys=[keys.types], args=[keys.prefix, first, last, "all", *types], client=client
     )
     return list(reply)
+
+
+def counts(
+    client: RedisClient, keys: Keys, types: list[str], first: int, last: int
+) -> list[list[tuple[int, int, int]]]:
+    """Per type, per bucket ``first..last``: (completed, failed, dead) -- the
+    overview's rates for every type, a fraction of :func:`buckets`' reply."""
+    reply = bound_script(client, "history_read")(
+        keys=[keys.types], args=[keys.prefix, first, last, "counts", *types], client=client
+    )
+    return [
+        [(int(flat[j]), int(flat[j + 1]), int(flat[j + 2])) for j in range(0, len(flat), 3)]
+        for flat in reply
+    ]
 
 
 def _add(into: Row, row: Row) -> None:

@@ -16,8 +16,9 @@ from taskscale.text import as_text
 
 #: The windows the history page offers, seconds -> label.
 WINDOWS = {600: "10 min", 3600: "1 h", 6 * 3600: "6 h", 86400: "24 h"}
-#: Buckets the overview's rates and sparkline read (the current one is partial).
-RATE_BUCKETS = 31
+#: Buckets the overview's rates read: the last full minute and the current,
+#: partial bucket (31 buckets cost 66 ms at 1000 types, 7 cost a fifth).
+RATE_BUCKETS = 7
 
 
 def _types(client: RedisClient, keys: Keys) -> list[str]:
@@ -64,7 +65,7 @@ def _sum(a: history.Row, b: history.Row) -> history.Row:
 
 def rates(client: RedisClient, shards: ShardMap) -> dict[str, dict[str, Any]]:
     """Per type: completed, failed and dead per second over the last full
-    minute of history, and completed/s of each of the last 30 full buckets."""
+    minute of history, and completed/s of each of its six full buckets."""
     out: dict[str, dict[str, Any]] = {}
     for namespace in shards.namespaces:
         keys = Keys(namespace)
@@ -74,9 +75,9 @@ def rates(client: RedisClient, shards: ShardMap) -> dict[str, dict[str, Any]]:
         now = server_time(client, keys).ms
         last = history.current_bucket(now)
         first = last - RATE_BUCKETS + 1
-        replies = history.buckets(client, keys, names, first, last)
+        replies = history.counts(client, keys, names, first, last)
         for name, per_bucket in zip(names, replies, strict=True):
-            counts = [_counts(flat) for flat in per_bucket[:-1]]  # the current bucket is partial
+            counts = per_bucket[:-1]  # the current bucket is partial
             minute = counts[-6:]
             span = len(minute) * history.BUCKET_S
             out[name] = {
@@ -86,8 +87,3 @@ def rates(client: RedisClient, shards: ShardMap) -> dict[str, dict[str, Any]]:
                 "done_per_s": [c[0] / history.BUCKET_S for c in counts],
             }
     return out
-
-
-def _counts(flat: list[Any]) -> tuple[int, int, int]:
-    got = {as_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
-    return got.get("c", 0), got.get("f", 0), got.get("d", 0)

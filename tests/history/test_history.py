@@ -155,7 +155,7 @@ def test_stats_says_which_flag_is_wrong(redis_url: str) -> None:
 
 def test_history_read_refuses_more_than_a_day(r: redis.Redis, keys: Keys) -> None:
     with pytest.raises(redis.ResponseError, match="at most 8640 buckets per type"):
-        bound_script(r, "history_read")(keys=[keys.types], args=[keys.prefix, 1, 9000, "t"])
+        bound_script(r, "history_read")(keys=[keys.types], args=[keys.prefix, 1, 9000, "all", "t"])
 
 
 def test_the_recent_list_keeps_its_cap_and_stays_small(r: redis.Redis, keys: Keys) -> None:

@@ -114,7 +114,8 @@
       if (claimed > 0) wait = (t.wait_ms - h.prev.wait_ms) / claimed / 1000;
     }
     h.queued.push(t.queued);
-    if (rate) h.done = rate.done_per_s.slice(-HISTORY);
+    if (rate && !h.prev) h.done = rate.done_per_s.slice(); // the last minute, on the first load
+    else if (rate) h.done.push(rate.done_per_s[rate.done_per_s.length - 1] || 0);
     else h.done.push(completedRate || 0);
     while (h.queued.length > HISTORY) h.queued.shift();
     while (h.done.length > HISTORY) h.done.shift();
