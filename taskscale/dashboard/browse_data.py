@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from taskscale import envelope
 from taskscale.keys import PRIORITY_LEVELS, Keys, check_name
 from taskscale.redis_urls import RedisClient
 from taskscale.server_clock import server_time
@@ -21,16 +22,24 @@ SEARCH_MATCHES = 100
 _CHUNK = 500
 
 
-def _task(raw: object) -> dict[str, Any]:
+def _task(raw: object, *, stamped: bool = False) -> dict[str, Any]:
+    """One envelope as a listing shows it (``stamped``: with its enqueue time,
+    read through the runtime's decoder; an undecodable one shows none)."""
     text = as_text(raw, errors="surrogateescape")
     doc = loads_lenient(text)
     doc = doc if isinstance(doc, dict) else {}
     args = {"args": doc.get("args", []), "kwargs": doc.get("kwargs", {})}
+    when = None
+    if stamped:
+        try:
+            when = envelope.decode(text).enqueued_ms
+        except (envelope.EnvelopeError, UnicodeError):
+            when = None
     return {
         "id": str(doc.get("id", "")),
         "type": str(doc.get("type", "")),
         "arguments": json.dumps(args, ensure_ascii=False, separators=(", ", ": "))[:500],
-        "enqueued_ms": doc.get("enqueued_ms") if isinstance(doc.get("enqueued_ms"), int) else None,
+        "enqueued_at_ms": when,
         "attempts": doc.get("attempts", 0),
         "raw": text,
     }
@@ -48,7 +57,7 @@ def queued(
         pipe.llen(keys.queue(task_type, level))
     pipe.lrange(keys.queue(task_type, priority), start, start + count - 1)
     *lengths, page = pipe.execute()
-    tasks = [_task(raw) for raw in page]
+    tasks = [_task(raw, stamped=True) for raw in page]
     for t in tasks:
         del t["raw"]
     return {

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 def test_browse_and_history_json(redis_url: str, r: redis.Redis) -> None:
     producer = Producer(r, keys=KEYS)
-    ids = producer.enqueue_many("email", [[f"a{i}"] for i in range(7)], priority=2)
+    ids = producer.enqueue_many("email", [[f"arg-{i}"] for i in range(7)], priority=2)
     r.lpush(KEYS.recent("email"), json.dumps({"id": "x1", "outcome": "completed", "ms": 3}))
     bucket = history.current_bucket(server_time(r, KEYS).ms)
     r.hset(KEYS.history("email", bucket), mapping={"c": 4, "d": 1, "s5": 4})
@@ -28,9 +28,10 @@ def test_browse_and_history_json(redis_url: str, r: redis.Redis) -> None:
         assert code == 200
         assert [t["id"] for t in doc["tasks"]] == ids[5:]
         assert doc["by_priority"][2] == 7 and doc["total"] == 7
+        assert all(t["enqueued_at_ms"] > 1_700_000_000_000 for t in doc["tasks"])
         assert get(d.url, "api/running")[1]["tasks"] == []
         assert get(d.url, "api/recent/email")[1]["runs"][0]["id"] == "x1"
-        found = get(d.url, "api/search?q=a3&type=email")[1]
+        found = get(d.url, "api/search?q=arg-3&type=email")[1]
         assert [m["id"] for m in found["matches"]] == [ids[3]] and found["examined"] == 7
         rows = get(d.url, "api/history?type=email&since=60")[1]["rows"]
         assert sum(row["completed"] for row in rows) == 4
