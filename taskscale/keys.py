@@ -124,6 +124,9 @@ KEY_SHAPES: dict[str, str] = {
     "wake": "wake:<type>",
     "rate_bucket": "bucket:<type>",
     "unique": "unique:<key>",
+    "history": "history:<type>:<bucket>",
+    "history_sampled": "history:sampled",
+    "recent": "recent:<type>",
     # scaling decisions (written by the controller, read by the dashboard)
     "scalers": "scalers",
     "scaler": "scaler:<scaler>",
@@ -284,6 +287,21 @@ class Keys(WorkflowKeys):
     def delayed(self, task_type: str) -> str:
         """ZSET envelope -> due time (unix ms)."""
         return self._key("delayed", task_type)
+
+    def history(self, task_type: str, bucket: int) -> str:
+        """HASH of one 10 s bucket of a type's history (taskscale.history):
+        counts, samples and log-scale histograms; expires after 24 h."""
+        return self._key("history", task_type, bucket)
+
+    def recent(self, task_type: str) -> str:
+        """LIST of the type's most recently finished runs, newest first (JSON
+        records), capped by the workers' ``--recent-cap``."""
+        return self._key("recent", task_type)
+
+    @property
+    def history_sampled(self) -> str:
+        """STRING: the last history bucket a scheduler sampled queued/running in."""
+        return self._key("history_sampled")
 
     def dead(self, task_type: str) -> str:
         """LIST of dead-letter records (JSON: envelope, error, failed_ms)."""

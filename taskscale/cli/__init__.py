@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, str] = {
     "catalog": "taskscale.cli.catalog",
     "dashboard": "taskscale.dashboard.server",
     "limits": "taskscale.cli.limits",
+    "stats": "taskscale.cli.stats",
     "scripts": "taskscale.cli.scripts",
     "crd": "taskscale.cli.crd",
     "controller": "taskscale.controller.cli",

@@ -90,6 +90,15 @@ def add_parser(subparsers: Any) -> None:
         help="dead letters kept per type, oldest dropped beyond; 0 = no cap, "
         "env TASKSCALE_DEAD_LETTER_CAP",
     )
+    add_setting(
+        p,
+        "--recent-cap",
+        W,
+        "recent_cap",
+        type=offset,
+        help="recently finished runs kept per type for the console (0..10000, 0 = none), "
+        "env TASKSCALE_RECENT_CAP",
+    )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=port, default=None, help="serve Prometheus metrics here")
     p.add_argument(
@@ -188,6 +197,7 @@ def _worker(args: argparse.Namespace) -> int:
         idle_wait_s=args.idle_wait,
         max_lost=args.max_lost,
         dead_letter_cap=args.dead_letter_cap,
+        recent_cap=args.recent_cap,
         worker_id=args.worker_id,
     )
     missing = [t for t in settings.types if t not in registry]

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from taskscale import admin
-from taskscale.dashboard import data
+from taskscale.dashboard import browse_data, data, history_data
 from taskscale.dashboard.state import Context, context, in_thread, page_params
 from taskscale.json_input import JsonInputError, parse_json
 from taskscale.keys import check_name, parse_priority
@@ -155,7 +155,46 @@ def _overview(ctx: Context) -> Any:
         found["types"][name] = data.empty_row()
     found["types"] = dict(sorted(found["types"].items()))
     found["unserved"] = catalog["unserved"]
+    found["rates"] = history_data.rates(ctx.client, ctx.shards)  # real rates on the first load
     return found
+
+
+def get_history(ctx: Context, request: Request) -> Any:
+    """``?type=T`` (absent: every type summed), ``?since=`` seconds (10..86400, 3600)."""
+    name = request.query_params.get("type") or None
+    if name is not None:
+        check_name("task type", name)
+    since = int(request.query_params.get("since", "3600"))
+    if not 10 <= since <= 86400:
+        raise ApiError(400, "since must be 10..86400 seconds")
+    return history_data.read(ctx.client, ctx.shards, name, since)
+
+
+def get_queued(ctx: Context, request: Request) -> Any:
+    """``/api/queued/T/P?start=&count=``: T's ready tasks at priority P."""
+    priority = parse_priority(request.path_params["priority"])
+    start, count = page_params(request)
+    return browse_data.queued(
+        ctx.client, ctx.shards, _type(request), priority, start=start, count=count
+    )
+
+
+def get_running(ctx: Context, request: Request) -> Any:
+    return browse_data.running(ctx.client, ctx.shards)
+
+
+def get_recent(ctx: Context, request: Request) -> Any:
+    return browse_data.recent(ctx.client, ctx.shards, _type(request))
+
+
+def get_search(ctx: Context, request: Request) -> Any:
+    """``/api/search?q=TEXT[&type=T]``: queued and delayed tasks whose envelope has TEXT."""
+    name = request.query_params.get("type") or None
+    if name is not None:
+        check_name("task type", name)
+    return browse_data.search(
+        ctx.client, ctx.shards, request.query_params.get("q", ""), task_type=name
+    )
 
 
 def get_catalog(ctx: Context, request: Request) -> Any:
@@ -274,6 +313,11 @@ def post_call(ctx: Context, request: Request, body: dict[str, Any]) -> Any:
 ROUTES = [
     Route("/api/status", _read(get_status)),
     Route("/api/overview", _read(get_overview)),
+    Route("/api/history", _read(get_history)),
+    Route("/api/queued/{type}/{priority}", _read(get_queued)),
+    Route("/api/running", _read(get_running)),
+    Route("/api/recent/{type}", _read(get_recent)),
+    Route("/api/search", _read(get_search)),
     Route("/api/catalog", _read(get_catalog)),
     Route("/api/types/{type}", _read(get_type)),
     Route("/api/workers", _read(get_workers)),

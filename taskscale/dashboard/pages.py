@@ -19,11 +19,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from taskscale.admin import LookupLimitReached
 from taskscale.catalog import signature_text
-from taskscale.dashboard import data, forms
+from taskscale.dashboard import browse_data, charts, data, forms, history_data
 from taskscale.dashboard.read_auth import login_cookie, safe_next
 from taskscale.dashboard.state import PAGE, context, in_thread, page_params
-from taskscale.keys import check_name
+from taskscale.keys import check_name, parse_priority
 from taskscale.status import ago
 from taskscale.text import shown
 
@@ -203,9 +204,123 @@ async def login(request: Request) -> Response:
     return response
 
 
+def _since(request: Request) -> int:
+    """``?since=`` seconds, one of the page's windows (else 1 h)."""
+    try:
+        since = int(request.query_params.get("since", "3600"))
+    except ValueError:
+        return 3600
+    return since if since in history_data.WINDOWS else 3600
+
+
+async def history_page(request: Request) -> Response:
+    name = None
+    if "type" in request.path_params:
+        name = _type(request)
+        if name is None:
+            return not_found(request, "task type")
+    since = _since(request)
+    ctx = context(request)
+    found = await in_thread(history_data.read, ctx.client, ctx.shards, name, since)
+    rows, per = found["rows"], float(found["bucket_s"])
+    charts_shown = [
+        charts.line_chart(rows, [("completed", "completed/s", "ok"), ("failed", "failed/s", "bad"),
+                                 ("dead", "dead/s", "dead")], title="runs per second", per=per),
+        charts.line_chart(rows, [("queued", "queued", "ok"), ("running", "running", "run")],
+                          title="queued and running (sampled by the scheduler)"),
+        charts.line_chart(rows, [("wait_p50_ms", "p50", "ok"), ("wait_p95_ms", "p95", "bad")],
+                          title="queue wait, ms"),
+        charts.line_chart(rows, [("run_p50_ms", "p50", "ok"), ("run_p95_ms", "p95", "bad")],
+                          title="run time, ms"),
+    ]  # fmt: skip
+    totals = {f: sum(r[f] for r in rows) for f in ("completed", "failed", "dead")}
+    return _render(
+        request,
+        "history.html",
+        "history",
+        task_type=name,
+        since=since,
+        windows=history_data.WINDOWS,
+        charts=charts_shown,
+        totals=totals,
+    )
+
+
+async def queued(request: Request) -> Response:
+    ctx = context(request)
+    name = _type(request)
+    try:
+        priority = parse_priority(request.path_params.get("priority", "5"))
+    except ValueError:
+        return not_found(request, "priority")
+    if name is None:
+        return not_found(request, "task type")
+    start, count = _page(request)
+    found = await in_thread(
+        browse_data.queued, ctx.client, ctx.shards, name, priority, start=start, count=count
+    )
+    return _render(
+        request, "queued.html", "queued", task_type=name, queued=found, pages=_pages(found)
+    )
+
+
+async def recent(request: Request) -> Response:
+    ctx = context(request)
+    name = _type(request)
+    if name is None:
+        return not_found(request, "task type")
+    found = await in_thread(browse_data.recent, ctx.client, ctx.shards, name)
+    return _render(request, "recent.html", "recent", task_type=name, recent=found)
+
+
+async def running(request: Request) -> Response:
+    ctx = context(request)
+    found = await in_thread(browse_data.running, ctx.client, ctx.shards)
+    return _render(request, "running.html", "running", running=found)
+
+
+async def find(request: Request) -> Response:
+    """The task-id box (``?id=``) and the argument search (``?q=``, ``?type=``)."""
+    ctx = context(request)
+    task_id, text = request.query_params.get("id", "").strip(), request.query_params.get("q", "")
+    name = request.query_params.get("type", "").strip() or None
+    found: Any = None
+    error = ""
+    try:
+        if task_id:
+            check_name("task id", task_id)
+            found = await in_thread(data.find_task, ctx.client, ctx.shards, task_id, limit=50_000)
+        elif text:
+            if name is not None:
+                check_name("task type", name)
+            found = await in_thread(
+                browse_data.search, ctx.client, ctx.shards, text, task_type=name
+            )
+    except (ValueError, LookupLimitReached) as exc:
+        error = str(exc)
+    return _render(
+        request,
+        "find.html",
+        "find",
+        task_id=task_id,
+        text=text,
+        search_type=name or "",
+        found=found,
+        error=error,
+        cap=browse_data.SEARCH_CAP,
+    )
+
+
 ROUTES = [
     Route("/login", login, methods=["GET", "POST"]),
     Route("/", overview),
+    Route("/running", running),
+    Route("/recent/{type}", recent),
+    Route("/find", find),
+    Route("/queued/{type}", queued),
+    Route("/queued/{type}/{priority}", queued),
+    Route("/history", history_page),
+    Route("/history/{type}", history_page),
     Route("/scaling", scaling),
     Route("/workers", workers),
     Route("/fanouts", fanouts),

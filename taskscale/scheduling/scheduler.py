@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from taskscale import checks, tracing
+from taskscale import checks, history, tracing
 from taskscale.alarm import Alarm as _Alarm
 from taskscale.key_types import WrongKeys
 from taskscale.keys import Keys, check_name
@@ -209,6 +209,7 @@ class Scheduler:
                     if self.metrics is not None:
                         self.metrics.beat(alive)
                     next_beat = time.monotonic() + self.settings.lease_s / 4
+                    self._sample_history()
                 if time.monotonic() >= next_reap:
                     self._reap_logged()
                     next_reap = time.monotonic() + self.settings.lease_s / 2
@@ -239,6 +240,14 @@ class Scheduler:
             with contextlib.suppress(redis.RedisError):
                 self.beat(stopping=True)
         return 0
+
+    def _sample_history(self) -> None:
+        """Queued and running of every type into this 10 s history bucket
+        (once per bucket across schedulers; a failure only leaves a gap)."""
+        try:
+            history.sample(self.redis, self.keys)
+        except redis.RedisError as exc:
+            log.warning("scheduler %s: history not sampled: %s", self.id, exc)
 
     def _reap_logged(self) -> None:
         workers, tasks = self._guarded(self.reap, (0, 0))

@@ -125,7 +125,7 @@ class Claimer:
             for i in range(pool.pacer.header(reply), len(reply), 3)
         ]
         if claimed:
-            self._tally.claimed((task.task_id for task in claimed), pool.kind)
+            self._tally.claimed((task.task_id for task in claimed), pool.kind, now_ms)
             pool.dispatch(claimed)
         return len(claimed)
 

@@ -109,6 +109,8 @@ class Outcome:
     backoff_ms: int = 0
     error: str = ""
     traceback: str = ""
+    wait_ms: int = -1  #: ms from enqueued (or due) to the claim, -1 = not run (history)
+    summary: str = ""  #: the start of the result's JSON (the console's recent runs)
 
 
 @dataclass(slots=True)
@@ -121,6 +123,8 @@ class Prepared:
     context: TaskContext
 
 
+#: How much of a result's JSON a recent-runs record keeps.
+SUMMARY_CHARS = 200
 _NO_SIGNATURE = object()
 #: The most argument shapes remembered as binding (per runner).
 _MAX_SHAPES = 4096
@@ -257,13 +261,14 @@ class TaskRunner:
                 error,
                 tb.rstrip(),
             )
-            return self.failed(env, elapsed, type(error).__name__, str(error), final=False, tb=tb)
+            failed = self.failed(env, elapsed, type(error).__name__, str(error), final=False, tb=tb)
+            return _waited(failed, prepared)
         try:
             body = json.dumps(result, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             message = f"result of {env.type} is not JSON-serialisable: {exc}"
             log.error("task %s %s: %s", env.type, env.id, message)
-            return self.failed(env, elapsed, "TypeError", message, final=False)
+            return _waited(self.failed(env, elapsed, "TypeError", message, final=False), prepared)
         if self.metrics is not None:
             self.metrics.task_finished(env.type, "completed", elapsed)
         reply = ""
@@ -278,6 +283,8 @@ class TaskRunner:
             reply_ttl=opts.result_ttl,
             reply=reply,
             fanout=env.fanout or "",
+            wait_ms=_wait_ms(prepared),
+            summary=body[:SUMMARY_CHARS],
         )
 
     def options(self, env: envelope.Envelope) -> Resolved:
@@ -372,6 +379,16 @@ class TaskRunner:
         if len(self._binds) < _MAX_SHAPES:
             self._binds.add(shape)
         return None
+
+
+def _wait_ms(prepared: Prepared) -> int:
+    env, claimed = prepared.env, prepared.context.claimed_ms
+    return max(0, claimed - (env.due_ms or env.enqueued_ms or claimed))
+
+
+def _waited(outcome: Outcome, prepared: Prepared) -> Outcome:
+    outcome.wait_ms = _wait_ms(prepared)
+    return outcome
 
 
 def _decoded(task: Claimed, prefix: str | None) -> envelope.Envelope | Outcome:

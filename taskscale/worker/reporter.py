@@ -6,7 +6,8 @@ never lags more than one round trip behind the executors -- plus, while
 outcomes pour in, at most ``gathering.FLUSH_GATHER_S`` (4 ms): flushes are
 spaced that far apart then, so each one records many outcomes.  Every
 ``heartbeat_s`` it renews the worker's lease and registry record (busy slots,
-per-type stats) and republishes the task catalog.
+per-type stats), republishes the task catalog and adds what it counted
+since to the types' history (taskscale.history: one call for every type).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import redis
 
+from taskscale import history
 from taskscale.catalog import CatalogPublisher
 from taskscale.key_types import WrongKeys
 from taskscale.retrying import TRANSIENT_ERRORS, retrying
@@ -31,6 +33,9 @@ from taskscale.worker.gathering import FLUSH_GATHER_S, Gather
 from taskscale.worker.shared import Shared
 
 log = logging.getLogger("taskscale.worker")
+
+#: A run's outcome as the recent-runs record names it.
+_OUTCOMES = {"ok": "completed", "retry": "retried", "dead": "dead"}
 
 #: Put on the outbox to make the reporter flush what it has and return.
 STOP = object()
@@ -67,6 +72,7 @@ class Reporter:
         self._wrong = shared.wrong_keys or WrongKeys(shared.keys, who=f"worker {shared.id}")
         #: Outcomes held back by a key of the wrong type: recorded again each heartbeat.
         self._parked: list[Outcome] = []
+        self._history = history.Batch(recent_cap=shared.settings.recent_cap)  # this thread's alone
 
     def run(self) -> None:
         next_beat = time.monotonic() + self.settings.heartbeat_s
@@ -102,8 +108,10 @@ class Reporter:
                         exc,
                     )
             if stop:
+                self._write_history()
                 return
             if time.monotonic() >= next_beat and not self._abandon.is_set():
+                self._write_history()
                 next_beat = time.monotonic() + self.settings.heartbeat_s
                 try:
                     retrying(  # soon after an outage: before the lease expires
@@ -173,6 +181,23 @@ class Reporter:
         self._tally.recorded(
             (o.task_id, o.task_type, o.kind == "ok", o.service_ms) for o in outcomes
         )
+        batch = self._history
+        finished_ms = round(time.time() * 1000)
+        for o in outcomes:
+            batch.add(o.task_type, o.kind, o.service_ms, o.wait_ms)
+            if batch.recent_cap:
+                result = o.summary if o.kind == "ok" else o.error[:200]
+                run = (o.task_id, _OUTCOMES[o.kind], o.service_ms, finished_ms, result)
+                batch.finished(o.task_type, run)
+
+    def _write_history(self) -> None:
+        """Add the counts since the last write to the history; when Redis is
+        away they wait for the next beat (history never stalls the reporter;
+        the batch is bounded by types x fields, not by tasks)."""
+        try:
+            history.write(self.redis, self.keys, self._history)
+        except redis.RedisError as exc:
+            log.warning("worker %s: history not written: %s", self.identity.id, exc)
 
     def heartbeat(self) -> None:
         """Renew the lease and the registry record; republish the catalog."""
@@ -188,6 +213,7 @@ class Reporter:
             "threads": self.identity.slots,
             "busy": busy,
             "stats": json.dumps(stats, separators=(",", ":")),
+            "running": json.dumps(self._tally.held_since(), separators=(",", ":")),
         }
         args: list[Any] = [self.identity.id, round(self.settings.lease_s * 1000)]
         for name, value in record.items():

@@ -42,6 +42,10 @@ class WorkerSettings:
     #: The most dead letters kept per type; older ones are dropped (and
     #: counted in the type's ``dead_dropped`` stat). 0 = no cap.
     dead_letter_cap: int = DEFAULT_DEAD_LETTER_CAP
+    #: The most recently finished runs kept per type in ``recent:T`` (id,
+    #: outcome, duration, finish time, result summary), written with the
+    #: history once per heartbeat. 0 = none kept.
+    recent_cap: int = 100
 
     @property
     def reconnect_cap_s(self) -> float:
@@ -67,6 +71,8 @@ class WorkerSettings:
             raise ValueError("--max-lost must be at least 1")
         if self.dead_letter_cap < 0:
             raise ValueError("--dead-letter-cap must be >= 0 (0 = no cap)")
+        if not 0 <= self.recent_cap <= 10_000:
+            raise ValueError("--recent-cap must be 0..10000 (0 = keep none)")
 
 
 def default_worker_id(pod: str) -> str:

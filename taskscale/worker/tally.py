@@ -33,7 +33,7 @@ class Tally:
     """Busy slots (per pool), held task ids and per-type stats under one lock."""
 
     _busy: dict[str, int] = field(default_factory=dict)
-    _held: set[str] = field(default_factory=set)
+    _held: dict[str, int] = field(default_factory=dict)  #: task id -> claimed at, unix ms
     _stats: dict[str, TypeStats] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -48,11 +48,12 @@ class Tally:
         with self._lock:
             return self._busy.get(pool, 0)
 
-    def claimed(self, task_ids: Iterable[str], pool: str = "sync") -> None:
+    def claimed(self, task_ids: Iterable[str], pool: str = "sync", at_ms: int = 0) -> None:
+        """``task_ids`` were claimed at ``at_ms`` (Redis clock, the claim's reply)."""
         ids = list(task_ids)
         with self._lock:
             self._busy[pool] = self._busy.get(pool, 0) + len(ids)
-            self._held.update(ids)
+            self._held.update(dict.fromkeys(ids, at_ms))
 
     def released(self, pool: str = "sync") -> None:
         """One slot of ``pool`` is free again (its outcome may not be recorded yet)."""
@@ -63,7 +64,7 @@ class Tally:
         """Outcomes ``(task_id, task_type, ok, service_ms)`` are in Redis."""
         with self._lock:
             for task_id, task_type, ok, service_ms in outcomes:
-                self._held.discard(task_id)
+                self._held.pop(task_id, None)
                 stats = self._stats.setdefault(task_type, TypeStats())
                 if ok:
                     stats.completed += 1
@@ -74,7 +75,13 @@ class Tally:
     def not_held(self, task_ids: Iterable[str]) -> list[str]:
         """Of ``task_ids``, those this worker does not know it holds (sorted)."""
         with self._lock:
-            return sorted(set(task_ids) - self._held)
+            return sorted(set(task_ids) - self._held.keys())
+
+    def held_since(self, most: int = 200) -> dict[str, int]:
+        """Up to ``most`` held task ids and when each was claimed (the
+        registry record's ``running``: the console's started/elapsed)."""
+        with self._lock:
+            return dict(list(self._held.items())[:most])
 
     def snapshot(self) -> tuple[int, dict[str, dict[str, float]]]:
         """``(busy, {type: {completed, failed, avg_ms}})`` at one instant."""

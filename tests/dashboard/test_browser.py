@@ -18,12 +18,14 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from support.waiting import wait_until
 from support.workers import processes, start_worker
+from taskscale import history
 from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome
 from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
+from taskscale.server_clock import server_time
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
@@ -157,12 +159,16 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
 def test_the_overview_shows_the_rate_of_dead_letters(
     browser: WebDriver, redis_url: str, r: redis.Redis
 ) -> None:
+    # the rate comes from the history kept in Redis (issue 24: it was the
+    # difference of the stats counter between two refreshes)
     Producer(r, keys=KEYS).enqueue("email", 1)
     with dashboard(redis_url) as d:
         browser.get(d.url)
         cell = 'tr[data-type="email"] td[data-field="dead-rate"]'
-        wait_for(browser, lambda b: text_of(b, cell) == "0.0")  # a rate: two refreshes seen
-        r.hincrby(KEYS.stats("email"), "dead", 10)  # what fail.lua counts per dead letter
-        wait_for(browser, lambda b: float(text_of(b, cell)) > 0)
-        r.delete(KEYS.dead("email"))  # an operator's purge: the count falls, the rate does not
         wait_for(browser, lambda b: text_of(b, cell) == "0.0")
+        bucket = history.current_bucket(server_time(r, KEYS).ms) - 1  # the last full bucket
+        r.hincrby(KEYS.history("email", bucket), "d", 12)  # what workers write per dead letter
+        wait_for(browser, lambda b: text_of(b, cell) == "0.2")  # 12 in the last minute
+        r.delete(KEYS.dead("email"))  # an operator's purge: the count falls, the rate does not
+        time.sleep(2.5)  # one more refresh
+        assert text_of(browser, cell) == "0.2"

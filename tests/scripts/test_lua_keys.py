@@ -331,13 +331,14 @@ def test_keys_members_are_built_from_the_table() -> None:
     keys = Keys("ns")
     parts = {"type": "T", "priority": 3, "name": "N", "key": "K", "scaler": "S"}
     parts |= {"worker": "W", "id": "I", "process": "P", "fanout": "F", "workflow": "T"}
-    parts |= {"gate": "G"}
+    parts |= {"gate": "G", "bucket": 7}
     args = {
         "queue": ("T", 3), "schedule": ("N",), "unique": ("K",), "scaler": ("S",),
         "decisions": ("S",), "worker": ("W",), "catalog": ("W",), "inflight": ("W",),
         "cancel": ("I",), "reply": ("I",), "tracked_inflight": ("P",), "fanout": ("F",),
         "fanout_pending": ("F",), "fanout_done": ("F",), "fanout_results": ("F",),
         "workflow_held": ("T", "G"),
+        "history": ("T", 7),
     }  # fmt: skip
     for member, template in KEY_SHAPES.items():
         got = getattr(keys, member)

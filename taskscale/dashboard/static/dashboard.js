@@ -92,21 +92,31 @@
 
   // --- overview: live table with sparklines ----------------------------------------------
   const history = new Map(); // type -> {prev, queued: [], done: []}
-  function overviewRow(name, t, now, h) {
+  function overviewRow(name, t, now, h, rate) {
     const link = el("a", { href: root + "/types/" + encodeURIComponent(name), text: name });
     const prio = t.queued_by_priority.map((n, i) => (n ? `p${i}:${n}` : "")).filter(Boolean).join(" ");
     let completedRate = null, failedRate = null, deadRate = null, wait = null;
+    if (rate) {
+      // the last full minute of the history kept in Redis: real on the first load
+      completedRate = rate.completed_per_s;
+      failedRate = rate.failed_per_s;
+      deadRate = rate.dead_per_s;
+    }
     if (h.prev) {
       const dt = Math.max(0.001, now - h.prev.now);
-      completedRate = (t.completed - h.prev.completed) / dt;
-      failedRate = (t.failed - h.prev.failed) / dt;
-      // from the dead-lettered counter, not the list: a retry or delete shrinks the list
-      deadRate = (t.dead_lettered - h.prev.dead_lettered) / dt;
+      if (!rate) {
+        completedRate = (t.completed - h.prev.completed) / dt;
+        failedRate = (t.failed - h.prev.failed) / dt;
+        // from the dead-lettered counter, not the list: a retry or delete shrinks the list
+        deadRate = (t.dead_lettered - h.prev.dead_lettered) / dt;
+      }
       const claimed = t.claimed - h.prev.claimed;
       if (claimed > 0) wait = (t.wait_ms - h.prev.wait_ms) / claimed / 1000;
     }
     h.queued.push(t.queued);
-    h.done.push(completedRate || 0);
+    if (rate && !h.prev) h.done = rate.done_per_s.slice(); // the last minute, on the first load
+    else if (rate) h.done.push(rate.done_per_s[rate.done_per_s.length - 1] || 0);
+    else h.done.push(completedRate || 0);
     while (h.queued.length > HISTORY) h.queued.shift();
     while (h.done.length > HISTORY) h.done.shift();
     h.prev = {
@@ -140,7 +150,7 @@
     const rows = [];
     for (const [name, t] of Object.entries(doc.types)) {
       if (!history.has(name)) history.set(name, { prev: null, queued: [], done: [] });
-      rows.push(overviewRow(name, t, doc.now, history.get(name)));
+      rows.push(overviewRow(name, t, doc.now, history.get(name), (doc.rates || {})[name]));
     }
     if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "14", class: "muted", text: "no task types yet" })));
     tbody.replaceChildren(...rows);
