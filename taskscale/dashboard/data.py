@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+import redis
+
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
 from taskscale.dashboard.overview_script import read_overview
@@ -58,7 +60,21 @@ def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
     ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
     task ever dead-lettered, which the browser turns into a rate) per type."""
     merge = partial(status.merge_namespaces, summed=SUMMED)
-    return status.read_namespaces(shards.namespaces, partial(read_overview, client), merge)
+    return status.read_namespaces(shards.namespaces, partial(_overview_of, client), merge)
+
+
+def _overview_of(client: RedisClient, keys: Keys) -> dict[str, Any]:
+    """One namespace's overview in one script call; when a key of the wrong
+    type stops the script (issue 21), what ``taskscale status`` shows -- every
+    type, and a warning naming the key -- with the console's fields neutral."""
+    try:
+        return read_overview(client, keys)
+    except redis.ResponseError:
+        found = status.collect(client, keys)
+        for name, row in found["types"].items():
+            row.pop("stats", None)
+            found["types"][name] = {**empty_row(), **row}
+        return found
 
 
 def empty_row() -> dict[str, Any]:
@@ -141,7 +157,7 @@ def type_detail(client: RedisClient, shards: ShardMap, task_type: str) -> dict[s
     workers and periodic schedules, read in the namespace that holds it, and
     the scalers that size it (from every one)."""
     keys = shards.keys_for(task_type)
-    found = read_overview(client, keys)
+    found = _overview_of(client, keys)
     entry = read_catalog(client, keys)["types"].get(task_type)
     detail = {
         "type": task_type,

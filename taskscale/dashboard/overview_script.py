@@ -50,9 +50,8 @@ def read_overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
         keys.fanouts_open,
     ]
     args: list[str | int] = [keys.prefix, status.OVERDUE_GRACE_MS, DUE_SOON_MS, *STATS]
-    clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts = script(
-        keys=script_keys, args=args, client=client
-    )
+    reply = script(keys=script_keys, args=args, client=client)  # may raise: data.py
+    clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts = reply
     now = ServerTime.from_reply(*clock)
     active_by = {as_text(k): int(v) for k, v in _pairs(active)}
     idle_by = {as_text(k): float(v) for k, v in _pairs(idle)}
@@ -76,6 +75,7 @@ def read_overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
         "schedulers": sorted(as_text(s) for s in schedulers),
         "schedules": [s.as_dict() for s in list_schedules(client, keys)],
         "open_fanouts": int(open_fanouts),
+        "wrong_type_keys": {},
     }
     found["warnings"] = status.warnings(found, now.ms)
     return found

@@ -117,4 +117,4 @@ def test_history_pages_and_first_load_rates(
         assert len(browser.find_elements(By.CSS_SELECTOR, "#recent tbody tr[data-id]")) == 30
         browser.save_screenshot(str(_shots(tmp_path) / "dashboard-recent.png"))
         browser.get(d.url + "history/no%20such")
-        assert "not found" in text_of(browser, "body")
+        assert "No such task type" in text_of(browser, "#not-found")  # the styled 404

@@ -35,6 +35,8 @@ READERS = (
     "dead_letters",
     "delayed_tasks",
     "fanouts",
+    "workflows",
+    "workflow",
 )
 #: What reads Redis for a console view: only data.py calls these.
 RUNTIME_READS = {
