@@ -32,7 +32,7 @@ EXAMPLES_MODULE = "taskscale.examples"
 @dataclass(frozen=True)
 class DemoSettings:
     duration_s: float = 75.0
-    out: Path = Path("demo.png")
+    out: Path = Path("demo.svg")
     redis_url: str | None = None  #: None: start a redis-server of our own
     namespace: str = "taskscale-demo"
     threads: int = 4  #: per worker = tasks per replica
@@ -110,7 +110,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add = parser.add_argument
     add("--duration", type=seconds, default=d.duration_s, help="seconds to run")
-    add("--out", type=Path, default=d.out, help="PNG plot (default demo.png)")
+    add("--out", type=Path, default=d.out, help="SVG plot (default demo.svg)")
     add("--redis-url", default=None, help="use this Redis instead of starting one")
     add("--namespace", default=d.namespace, help="key namespace")
     add("--threads", type=threads, default=d.threads, help="threads per worker")
