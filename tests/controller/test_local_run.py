@@ -90,9 +90,16 @@ def test_sigterm_stops_every_worker_and_the_pool_is_on_the_scaling_page(
         wait_until(lambda: r.zcard(keys.workers) == 2, timeout=30, what="two workers registered")
         # on the Scaling page: the page's own reader finds the pool, sized as it is
         page = wait_until(
-            lambda: [s for s in read_scalers(r, keys) if s["scaler"] == "local/vm"] or None,
+            lambda: (
+                [
+                    s
+                    for s in read_scalers(r, keys)
+                    if s["scaler"] == "local/vm" and s["current"] == 2
+                ]
+                or None
+            ),
             timeout=20,
-            what="the pool on the Scaling page",
+            what="the pool on the Scaling page at its two workers",
         )
         assert page[0]["current"] == 2 and page[0]["types"] == ["sleep"], page
         # a task that is running when the SIGTERM comes is finished, not lost
