@@ -67,7 +67,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     now = server_time(client, keys)
     now_ms = now.ms
     limits = parse_limits(raw_limits)
-    names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits))
+    names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits) | set(paused))
     pipe = client.pipeline(transaction=False)
     reads: list[tuple[str, str, Any]] = []
     for name in names:

@@ -26,7 +26,7 @@
 --
 -- Returns {{seconds, microseconds}, names, rows, active, idle_since, limits,
 --          workers, schedulers, open_fanouts, paused}
---   names       every type: in KEYS[1], KEYS[2], KEYS[3] or KEYS[5]
+--   names       every type: in KEYS[1], KEYS[2], KEYS[3], KEYS[5] or KEYS[8]
 --   rows        flat, per type of `names` in order: ready tasks per priority
 --               level 0..9, delayed, dead letters, overdue, the earliest due
 --               time (unix ms, -1 none), due soon, the oldest ready task's
@@ -62,7 +62,8 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do add(name) end
 local active = redis.call('HGETALL', KEYS[2])
 local idle = redis.call('HGETALL', KEYS[3])
 local limits = redis.call('HGETALL', KEYS[5])
-for _, flat in ipairs({active, idle, limits}) do
+local paused = redis.call('HGETALL', KEYS[8])
+for _, flat in ipairs({active, idle, limits, paused}) do
     for i = 1, #flat, 2 do add(flat[i]) end
 end
 
@@ -112,4 +113,4 @@ end
 return {clock, names, rows, active, idle, limits, listed,
         redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf'),
         redis.call('ZCOUNT', KEYS[7], now, '+inf'),
-        redis.call('HGETALL', KEYS[8])}
+        paused}

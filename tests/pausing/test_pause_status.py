@@ -19,9 +19,11 @@ def test_status_and_overview_show_paused_types(r: redis.Redis, keys: Keys) -> No
     Producer(r, keys=keys).enqueue_many("mail", [Call((1,))])
     Producer(r, keys=keys).enqueue_many("thumbs", [Call((1,))])
     pause_type("mail", client=r, keys=keys)
-    since = paused_types(client=r, keys=keys)["mail"]
+    pause_type("never-enqueued", client=r, keys=keys)  # listed: a paused type is a type
+    found = paused_types(client=r, keys=keys)
     for view in (status.collect(r, keys), read_overview(r, keys)):
-        assert view["types"]["mail"]["paused_since_ms"] == since
+        assert view["types"]["mail"]["paused_since_ms"] == found["mail"]
+        assert view["types"]["never-enqueued"]["paused_since_ms"] == found["never-enqueued"]
         assert view["types"]["thumbs"]["paused_since_ms"] is None
     text = status.render(status.collect(r, keys))
     rows = {line.split()[0]: line for line in text.splitlines() if line}
