@@ -17,6 +17,7 @@ from taskscale.cancellation import CancelResult, cancel
 from taskscale.context import TaskContext, current_task
 from taskscale.limits import TypeLimits, clear_limits, get_limits, set_limits
 from taskscale.options import TaskOptions
+from taskscale.pausing import pause_type, paused_types, resume_type
 from taskscale.producer import Call, Producer, ProducerSettings, enqueue, enqueue_many
 from taskscale.scheduling.schedules import ScheduleInfo, Schedules, schedule
 from taskscale.tasks import register, task
@@ -46,7 +47,10 @@ __all__ = [
     "enqueue_many",
     "get_limits",
     "group",
+    "pause_type",
+    "paused_types",
     "register",
+    "resume_type",
     "schedule",
     "set_limits",
     "step",

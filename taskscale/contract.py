@@ -95,7 +95,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "workflow_sweep", "history_sample")),
     ("Tracked processes (Celery, RQ, any code)", ("track_start", "track_stop", "track_sync")),
     ("Operators", ("admin_dead", "admin_delayed", "admin_purge", "admin_forget",
-                   "task_lookup")),
+                   "task_lookup", "type_pause")),
     ("Readers: controller, status, console",
      ("observe", "sources", "console_overview", "server_time", "scaler_report",
       "history_read")),

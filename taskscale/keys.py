@@ -114,6 +114,7 @@ KEY_SHAPES: dict[str, str] = {
     "schedules": "schedules",
     "schedule": "schedule:<name>",
     "limits": "limits",
+    "paused": "paused",
     "tracked_processes": "track:processes",
     "tracked_pods": "track:pods",
     # per task type
@@ -262,6 +263,12 @@ class Keys(WorkflowKeys):
     def limits(self) -> str:
         """HASH type -> JSON flow-control limits of that type (rate, concurrency)."""
         return self._key("limits")
+
+    @property
+    def paused(self) -> str:
+        """HASH type -> unix ms it was paused since: workers claim none of it
+        (``taskscale types pause``); the controller does not scale up for it."""
+        return self._key("paused")
 
     @property
     def tracked_processes(self) -> str:

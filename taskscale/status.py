@@ -18,6 +18,7 @@ import redis
 from taskscale.durations import span
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import TypeLimits, parse_limits
+from taskscale.pausing import parse_paused
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedules import list_schedules
 from taskscale.scheduling.schedules import render as render_schedules
@@ -49,6 +50,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
     pipe.hgetall(keys.idle_since)
     pipe.zrange(keys.workers, 0, -1, withscores=True)
     pipe.hgetall(keys.limits)
+    pipe.hgetall(keys.paused)
     wrong: dict[str, str] = {}  # key -> the type taskscale keeps there
     first: list[tuple[str, str, Any]] = [
         (keys.types, "set", set()),
@@ -56,14 +58,16 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
         (keys.idle_since, "hash", {}),
         (keys.workers, "zset", []),
         (keys.limits, "hash", {}),
+        (keys.paused, "hash", {}),
     ]
-    members, active, idle, workers, raw_limits = _read(pipe, first, wrong)
+    members, active, idle, workers, raw_limits, raw_paused = _read(pipe, first, wrong)
+    paused = parse_paused(raw_paused)
     # the clock of the server holding the namespace: a call of its own (a
     # cluster pipeline takes neither TIME nor EVAL)
     now = server_time(client, keys)
     now_ms = now.ms
     limits = parse_limits(raw_limits)
-    names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits))
+    names = sorted({as_text(t) for t in (*members, *active, *idle)} | set(limits) | set(paused))
     pipe = client.pipeline(transaction=False)
     reads: list[tuple[str, str, Any]] = []
     for name in names:
@@ -106,6 +110,7 @@ def collect(client: RedisClient, keys: Keys) -> dict[str, Any]:
             "idle_since": idle_by.get(name),
             "stats": stats,
             "limits": limits_view(limits.get(name)),
+            "paused_since_ms": paused.get(name),  # None: not paused (taskscale types pause)
         }
     records = replies[len(names) * per_type :]
     live_workers = [
@@ -345,7 +350,9 @@ def render(status: dict[str, Any]) -> str:
     type_rows = []
     for name, t in status["types"].items():
         idle = (
-            "busy"
+            "paused"
+            if t.get("paused_since_ms") is not None
+            else "busy"
             if t["active"]
             else ago(None if t["idle_since"] is None else now - t["idle_since"])
         )

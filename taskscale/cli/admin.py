@@ -9,6 +9,7 @@ Thin wrappers over :mod:`taskscale.admin` (each change one atomic script):
     taskscale queue purge TYPE [--delayed] [--yes]
     taskscale task ID [--type TYPE] [--json]
     taskscale types forget TYPE [--force [--yes]]
+    taskscale types pause TYPE | resume TYPE | paused
 
 Errors are one line on stderr, as in :mod:`taskscale.cli.runtime`.  What
 deletes says what it will delete (counts) and asks on a terminal, or needs
@@ -23,7 +24,7 @@ import json
 import time
 from typing import Any
 
-from taskscale import admin
+from taskscale import admin, pausing
 from taskscale.cli.common import (
     UsageError,
     add_connection_arguments,
@@ -94,7 +95,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=guarded(_task))
 
-    types = subparsers.add_parser("types", help="forget a task type")
+    types = subparsers.add_parser("types", help="pause, resume or forget a task type")
     types_sub = types.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = types_sub.add_parser("forget", help="drop TYPE from status, scheduler and controller")
     add_connection_arguments(p)
@@ -102,6 +103,17 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help="delete its ready and delayed tasks")
     add_yes_argument(p)
     p.set_defaults(func=guarded(_forget))
+    for action, what in (
+        ("pause", "workers stop claiming TYPE (its tasks stay queued; running ones finish)"),
+        ("resume", "workers claim TYPE again"),
+    ):
+        p = types_sub.add_parser(action, help=what)
+        add_connection_arguments(p)
+        p.add_argument("type", metavar="TYPE")
+        p.set_defaults(func=guarded(_pause_or_resume))
+    p = types_sub.add_parser("paused", help="the paused types, and since when")
+    add_connection_arguments(p)
+    p.set_defaults(func=guarded(_paused))
 
 
 def _when(ms: int) -> str:
@@ -228,6 +240,24 @@ def _tasks_of(client: RedisClient, keys: Keys, task_type: str, *, delayed: bool)
         if runs:
             text += f", including the pending run of schedule(s) {', '.join(runs)}"
     return text
+
+
+def _pause_or_resume(args: argparse.Namespace) -> int:
+    client, keys = client_and_keys(args)
+    if args.action == "pause":
+        changed = pausing.pause_type(args.type, client=client, keys=keys)
+        print(f"paused task type {args.type}" if changed else f"{args.type} was already paused")
+    else:
+        changed = pausing.resume_type(args.type, client=client, keys=keys)
+        print(f"resumed task type {args.type}" if changed else f"{args.type} was not paused")
+    return 0
+
+
+def _paused(args: argparse.Namespace) -> int:
+    client, keys = client_and_keys(args)
+    for name, since in pausing.paused_types(client=client, keys=keys).items():
+        print(f"{name}\tpaused since {_when(since)}")
+    return 0
 
 
 def _forget(args: argparse.Namespace) -> int:

@@ -103,6 +103,7 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
         keys.schedulers,
         keys.limits,
         keys.queued,
+        keys.paused,
     )
     window_types = tuple(index[t] - 1 for t, _ in windows)
     return Plan(types, script_keys, tuple(args), windows, window_types, every_pass)

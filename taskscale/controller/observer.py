@@ -106,6 +106,7 @@ def _assemble(
             schedulers,
             ages,
             lims,
+            paused,
         ) = reply
         at = ServerTime.from_reply(seconds, micros).unix_s
         for i, t in enumerate(plan.types):
@@ -123,6 +124,7 @@ def _assemble(
                 ahead,
                 (ready_ms.get(window[0], -1), int(ages[i][1])),
                 lims[i],
+                paused[i] is not None,
             )
             for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True)
         }
@@ -150,6 +152,7 @@ def _type_observation(
     upcoming: Any,
     ages_ms: tuple[int, int],
     limits_spec: Any,
+    paused: bool = False,
 ) -> TypeObservation:
     """One type's reading, built once: the oldest waits ({ms, ms}, -1 = none)
     and the flow-control limits (a field that does not decode is none, as it
@@ -180,6 +183,7 @@ def _type_observation(
             *counters[6:],
             concurrency,
             rate,
+            paused,
         )
     )
 

@@ -145,6 +145,8 @@ class TypeObservation:
     #: Flow-control limits of the type (``taskscale limits``); None = none.
     concurrency_limit: int | None = None  #: most running at once, fleet-wide
     rate_limit_per_s: float | None = None  #: most claims per second
+    #: Paused (``taskscale types pause``): its waiting tasks are not demand.
+    paused: bool = False
 
     @classmethod
     def from_values(cls, values: Sequence[object]) -> TypeObservation:

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from taskscale import admin
-from taskscale.dashboard import browse_data, data, history_data
+from taskscale.dashboard import browse_data, controls, data, history_data
 from taskscale.dashboard.state import Context, context, in_thread, page_params
 from taskscale.json_input import JsonInputError, parse_json
 from taskscale.keys import check_name, parse_priority
@@ -126,6 +126,8 @@ def _write(handler: Callable[[Context, Request, dict[str, Any]], Any]) -> Callab
             ctx.snapshots.forget()
         except ApiError as exc:
             return _json({"error": str(exc)}, exc.code)
+        except controls.Missing as exc:
+            return _json({"error": str(exc)}, 404)
         except (ValueError, TypeError) as exc:
             return _json({"error": str(exc)}, 400)
         return _json(doc)
@@ -331,4 +333,7 @@ ROUTES = [
     Route("/api/delayed/{type}/{id}/{op}", _write(post_delayed), methods=["POST"]),
     Route("/api/enqueue/{type}", _write(post_enqueue), methods=["POST"]),
     Route("/api/call/{type}", _write(post_call), methods=["POST"]),
+    Route("/api/types/{type}/{op}", _write(controls.post_pause), methods=["POST"]),
+    Route("/api/limits/{type}", _write(controls.post_limits), methods=["POST"]),
+    Route("/api/schedules/{type}/{name}/{op}", _write(controls.post_schedule), methods=["POST"]),
 ]

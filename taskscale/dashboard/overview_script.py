@@ -21,6 +21,7 @@ from taskscale import status
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.limits import parse_limits
 from taskscale.luascripts import bound_script
+from taskscale.pausing import parse_paused
 from taskscale.redis_urls import RedisClient
 from taskscale.scheduling.schedules import list_schedules
 from taskscale.server_clock import ServerTime
@@ -48,14 +49,16 @@ def read_overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
         keys.limits,
         keys.schedulers,
         keys.fanouts_open,
+        keys.paused,
     ]
     args: list[str | int] = [keys.prefix, status.OVERDUE_GRACE_MS, DUE_SOON_MS, *STATS]
     reply = script(keys=script_keys, args=args, client=client)  # may raise: data.py
-    clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts = reply
+    clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts, paused = reply
     now = ServerTime.from_reply(*clock)
     active_by = {as_text(k): int(v) for k, v in _pairs(active)}
     idle_by = {as_text(k): float(v) for k, v in _pairs(idle)}
     limits_by = parse_limits(dict(_pairs(limits)))
+    paused_by = parse_paused(dict(_pairs(paused)))
     types = {}
     for i, raw in enumerate(names):
         name = as_text(raw)
@@ -63,6 +66,7 @@ def read_overview(client: RedisClient, keys: Keys) -> dict[str, Any]:
             rows[i * _ROW : (i + 1) * _ROW], now, active_by.get(name, 0), idle_by.get(name)
         )
         types[name]["limits"] = status.limits_view(limits_by.get(name))
+        types[name]["paused_since_ms"] = paused_by.get(name)
     found: dict[str, Any] = {
         "now": now.unix_s,
         "types": dict(sorted(types.items())),

@@ -17,6 +17,10 @@
 -- KEYS[3]  {ns}:inflight:W    hash task id -> envelope
 -- KEYS[4]  {ns}:limits        hash T -> JSON limits (absent = no type limited)
 --
+-- A paused type ({ns}:paused has a field T: `taskscale types pause`) is not
+-- claimed at all: one HMGET of that hash per claim, the types' tasks stay
+-- queued, and it is not chain-woken (type_pause.lua wakes it on resume).
+--
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  W, the worker id
 -- ARGV[3]  k, the most tasks to claim (the worker's free threads)
@@ -43,7 +47,9 @@ local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 --! include lib/key_types.lua
 
 -- every key this claim may write, checked before the first write
-local checks = {KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4] or false, 'hash'}
+local paused_key = prefix .. 'paused'
+local checks = {KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4] or false, 'hash',
+    paused_key, 'hash'}
 for i = 5, #ARGV do
     local t = ARGV[i]
     for _, c in ipairs({prefix .. 'stats:' .. t, 'hash', prefix .. 'dead:' .. t, 'list',
@@ -80,10 +86,13 @@ end
 local budget, lims, tokens = {}, {}, {}
 local limited = false
 local specs = KEYS[4] and redis.call('HMGET', KEYS[4], unpack(types)) or {}
+local paused = redis.call('HMGET', paused_key, unpack(types))
 for i, ttype in ipairs(types) do
     local lim = limits_of(specs[i])
     budget[ttype] = math.huge
-    if lim then
+    if paused[i] then
+        budget[ttype] = 0  -- paused: none claimed, its bucket untouched
+    elseif lim then
         limited = true
         lims[ttype] = lim
         if lim.concurrency > 0 then

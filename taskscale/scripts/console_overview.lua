@@ -14,6 +14,7 @@
 -- KEYS[5]  {ns}:limits       hash type -> JSON flow-control limits
 -- KEYS[6]  {ns}:schedulers   zset scheduler id -> lease expiry, unix ms
 -- KEYS[7]  {ns}:fanouts:open zset of open streamed fan-outs -> expiry, unix ms
+-- KEYS[8]  {ns}:paused       hash type -> unix ms paused since
 --
 -- Per-type keys ({ns}:q:T:P, delayed:T, dead:T, stats:T) and worker records
 -- ({ns}:worker:W) are built here from the prefix: all share KEYS[1]'s slot.
@@ -24,8 +25,8 @@
 -- ARGV[4..] the stats fields to read per type, in order
 --
 -- Returns {{seconds, microseconds}, names, rows, active, idle_since, limits,
---          workers, schedulers, open_fanouts}
---   names       every type: in KEYS[1], KEYS[2], KEYS[3] or KEYS[5]
+--          workers, schedulers, open_fanouts, paused}
+--   names       every type: in KEYS[1], KEYS[2], KEYS[3], KEYS[5] or KEYS[8]
 --   rows        flat, per type of `names` in order: ready tasks per priority
 --               level 0..9, delayed, dead letters, overdue, the earliest due
 --               time (unix ms, -1 none), due soon, the oldest ready task's
@@ -35,6 +36,7 @@
 --               of KEYS[4]
 --   schedulers  the ids in KEYS[6] whose lease has not expired
 --   open_fanouts how many members of KEYS[7] have not expired
+--   paused      HGETALL of KEYS[8]
 --
 -- Errors: none
 
@@ -60,7 +62,8 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do add(name) end
 local active = redis.call('HGETALL', KEYS[2])
 local idle = redis.call('HGETALL', KEYS[3])
 local limits = redis.call('HGETALL', KEYS[5])
-for _, flat in ipairs({active, idle, limits}) do
+local paused = redis.call('HGETALL', KEYS[8])
+for _, flat in ipairs({active, idle, limits, paused}) do
     for i = 1, #flat, 2 do add(flat[i]) end
 end
 
@@ -109,4 +112,5 @@ end
 
 return {clock, names, rows, active, idle, limits, listed,
         redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf'),
-        redis.call('ZCOUNT', KEYS[7], now, '+inf')}
+        redis.call('ZCOUNT', KEYS[7], now, '+inf'),
+        paused}

@@ -9,6 +9,7 @@
 -- KEYS[5]  limits hash (type -> JSON flow-control limits)
 -- KEYS[6]  QUEUED hash (type -> tasks in its ready lists, kept by the scripts
 --          that push and pop them: docs/schema.md, "The ready count")
+-- KEYS[7]  paused hash (type -> unix ms paused since: `taskscale types pause`)
 --
 -- Per-type keys are built here from templates, each a (before, after) pair
 -- around the type name, that the caller derives from taskscale/keys.py.  All
@@ -32,7 +33,7 @@
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers, schedulers, oldest[n],
---          limits[n]}
+--          limits[n], paused[n]}
 --   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
@@ -41,6 +42,7 @@
 --                 when not asked for), and how long the earliest due delayed
 --                 task has been due; -1 when there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none
+--   paused[i]   = the ms the type was paused since, nil if it is not paused
 --
 -- Errors: none
 
@@ -165,5 +167,7 @@ end
 local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 
 local limits = hmget_all(KEYS[5], names)
+local paused = hmget_all(KEYS[7], names)
 
-return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits}
+return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits,
+        paused}

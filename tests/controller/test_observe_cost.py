@@ -22,9 +22,10 @@ BUSY_CALLS = 4
 IDLE_CALLS = 2
 #: Per type whose oldest ready task is read: LINDEX of its ten lists.
 AGE_CALLS = 10
-#: The pass itself: TIME, 4 hash reads (active, idle, QUEUED, limits) of up
-#: to 500 types each, ZRANGEBYSCORE of the workers, ZCOUNT of the schedulers.
-FIXED_CALLS = 7
+#: The pass itself: TIME, 5 hash reads (active, idle, QUEUED, limits, paused)
+#: of up to 500 types each, ZRANGEBYSCORE of the workers, ZCOUNT of the
+#: schedulers.
+FIXED_CALLS = 8
 
 
 def populate(r: redis.Redis, keys: Keys) -> tuple[str, ...]:

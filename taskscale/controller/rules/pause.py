@@ -8,6 +8,14 @@ Two annotations on a TaskScaler stop the policy from acting on its target:
   it there (this one wins when both are set).
 
 Removing them (or ``paused: "false"``) resumes scaling at the next pass.
+
+A paused *task type* (``taskscale types pause T``: the ``{ns}:paused``
+hash, read by observe.lua) is the same hold when every type the scaler
+serves is paused: no worker claims them, so their backlog asks for nothing,
+and the replicas stay as they are (reason ``Paused``; scale them by hand to
+free the pods).  With only some types paused, the sizing and queue-wait
+rules leave the paused ones' waiting tasks and arrivals out (their running
+tasks still count) and the others decide.
 While paused, Redis is still observed (metrics and status stay current) but
 the decision is this rule's: it is the first of the list and final (reason
 code ``Paused``).  Annotations are metadata, not spec, so they do not move
@@ -62,10 +70,23 @@ def pause_from_annotations(annotations: Mapping[str, str] | None) -> Pause | Non
     raise InvalidPause(f'annotation {PAUSED_ANNOTATION} must be "true" or "false", not {flag!r}')
 
 
+def all_types_paused(facts: Facts) -> bool:
+    """Whether the observation says every type of the scaler is paused."""
+    observation = facts.observation
+    if observation is None or not facts.policy.types:
+        return False
+    types = observation.types
+    return all(tp.name in types and types[tp.name].paused for tp in facts.policy.types)
+
+
 def apply(facts: Facts, step: Step) -> Step:
-    """A paused scaler holds ``current``, or goes to the fixed count; final."""
+    """A paused scaler holds ``current``, or goes to the fixed count; so does
+    a scaler whose every type is paused (holding ``current``); final."""
     pause = facts.pause
     if pause is None:
+        if all_types_paused(facts):
+            why = "every task type it serves is paused (taskscale types pause): holding"
+            return Step(facts.current, ReasonCode.PAUSED, why, final=True)
         return step
     desired = facts.current if pause.replicas is None else pause.replicas
     return Step(desired, ReasonCode.PAUSED, pause.describe(), final=True)

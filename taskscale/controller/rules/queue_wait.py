@@ -50,6 +50,8 @@ def apply(facts: Facts, step: Step) -> Step:
         if tp.max_queue_wait_s is None or tp.name not in types:
             continue
         obs = types[tp.name]
+        if obs.paused:
+            continue  # `taskscale types pause`: no replica would claim it
         if obs.concurrency_limit and obs.active >= obs.concurrency_limit:
             continue  # at its fleet-wide cap: more replicas would not run it sooner
         wait = oldest_wait(obs, scheduler_alive=alive)

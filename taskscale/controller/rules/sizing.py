@@ -71,6 +71,8 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
         name = tp.name
         obs = types.get(name, _NEVER_SEEN)
         q, d, a, u = obs.queued, obs.due, obs.active, obs.upcoming
+        if obs.paused:  # `taskscale types pause`: its waiting tasks are not demand
+            q = d = u = 0
         if no_scheduler_alive and d:  # nothing can promote them: not claimable work
             stranded += d
             d = 0
@@ -97,7 +99,7 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
         if wait > longest_wait:
             longest_wait = wait
             idle_note = _idle_note(name, q or d or a, obs, tp.idle_threshold_s, at)
-        if base is not None and dt > 0:
+        if base is not None and dt > 0 and not obs.paused:
             busy_rate += _type_rate(name, obs, ready, base.types.get(name), dt, details)
     return Sizing(
         queued=queued,

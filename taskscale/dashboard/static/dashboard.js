@@ -123,8 +123,10 @@
       now, completed: t.completed, failed: t.failed, dead_lettered: t.dead_lettered,
       claimed: t.claimed, wait_ms: t.wait_ms,
     };
+    const paused = t.paused_since_ms !== null && t.paused_since_ms !== undefined
+      ? [" ", el("span", { class: "bad", "data-field": "paused", text: "paused" })] : [];
     const cells = [
-      el("td", {}, link),
+      el("td", {}, link, ...paused),
       el("td", { class: "num", "data-field": "queued" },
         el("b", { text: String(t.queued) }), " ", el("span", { class: "muted", text: prio })),
       el("td", { class: "num", "data-field": "delayed", text: String(t.delayed) }),
@@ -219,6 +221,28 @@
       try {
         const answer = await post(button.dataset.post, JSON.parse(button.dataset.body || "{}"));
         out.textContent = "done: " + answer.done;
+        window.location.reload();
+      } catch (e) {
+        out.textContent = "refused: " + e.message;
+        out.className = "bad";
+      }
+    });
+  }
+
+  // --- a type's limits (type page) -------------------------------------------------------
+  const limitsForm = document.getElementById("limits-form");
+  if (limitsForm) {
+    limitsForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const out = document.getElementById("act-result");
+      const value = (name) => limitsForm.elements[name].value.trim();
+      const doc = { rate: value("rate"), burst: value("burst"), concurrency: value("concurrency") };
+      const clearing = !doc.rate && !doc.concurrency;
+      if (clearing && !window.confirm("Remove every limit of this type?")) return;
+      try {
+        const answer = await post(limitsForm.dataset.post, doc);
+        out.textContent = "limits: " + answer.limits;
+        out.className = "";
         window.location.reload();
       } catch (e) {
         out.textContent = "refused: " + e.message;
