@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from taskscale.history_keys import HistoryKeys
 from taskscale.workflow_keys import WorkflowKeys
 
 DEFAULT_NAMESPACE = "taskscale"
@@ -174,7 +175,7 @@ def namespace_from_env() -> str:
 
 
 @dataclass(frozen=True)
-class Keys(WorkflowKeys):
+class Keys(WorkflowKeys, HistoryKeys):
     """Key names for one namespace.  ``Keys("taskscale").active`` is
     ``{taskscale}:ACTIVE_TASKS``."""
 
@@ -294,21 +295,6 @@ class Keys(WorkflowKeys):
     def delayed(self, task_type: str) -> str:
         """ZSET envelope -> due time (unix ms)."""
         return self._key("delayed", task_type)
-
-    def history(self, task_type: str, bucket: int) -> str:
-        """HASH of one 10 s bucket of a type's history (taskscale.history):
-        counts, samples and log-scale histograms; expires after 24 h."""
-        return self._key("history", task_type, bucket)
-
-    def recent(self, task_type: str) -> str:
-        """LIST of the type's most recently finished runs, newest first (JSON
-        records), capped by the workers' ``--recent-cap``."""
-        return self._key("recent", task_type)
-
-    @property
-    def history_sampled(self) -> str:
-        """STRING: the last history bucket a scheduler sampled queued/running in."""
-        return self._key("history_sampled")
 
     def dead(self, task_type: str) -> str:
         """LIST of dead-letter records (JSON: envelope, error, failed_ms)."""
