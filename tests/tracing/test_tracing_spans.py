@@ -50,6 +50,10 @@ def test_tracing_is_on_only_when_asked(environ: dict[str, str], on: bool) -> Non
         VALID.upper(),
         VALID.replace("0af7", "0ag7"),
         "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01",  # a short span id
+        VALID + "1",  # 3 flag digits
+        VALID[:36] + VALID[36:].upper(),  # upper-case span id
+        VALID + "\n",
+        VALID.replace("-", "_", 1),
     ],
 )
 def test_a_malformed_traceparent_is_ignored(value: object) -> None:

@@ -1,0 +1,102 @@
+"""The worker's per-task tracing hook, timed in-process (no Redis, no export).
+
+Why: the drain benchmark (bench/tracing_bench.py) on the shared machine is
+too noisy to see a few microseconds; this times exactly what tracing adds to
+one task in the worker -- :meth:`taskscale.tracing.Tracing.worker_run`
+around a run that does nothing -- for a task whose ``traceparent`` says
+"not sampled" (the 99 % of a 1 % sampler) and one that says "sampled" (two
+SDK spans, ``wait`` and ``process``, handed to a BatchSpanProcessor whose
+exporter drops them).  Reports microseconds per task above the bare run.
+
+    .venv/bin/python -m bench.tracing_hook_bench --n 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from taskscale import tracing
+
+
+@dataclass
+class _Task:
+    task_type: str
+    task_id: str
+    raw: bytes
+    now_ms: int
+
+
+@dataclass
+class _Outcome:
+    kind: str = "ok"
+    error: str = ""
+    retry_envelope: str = ""
+
+
+def _tracing() -> tracing.Tracing:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(0.01))
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return tracing.Tracing(provider.get_tracer("bench"))
+
+
+def _task(flags: str, i: int) -> _Task:
+    doc = {
+        "id": f"t{i}",
+        "type": "noop",
+        "args": [],
+        "kwargs": {},
+        "enqueued_ms": 1_700_000_000_000,
+        "attempts": 0,
+        "traceparent": f"00-{i + 1:032x}-{i + 1:016x}-{flags}",
+    }
+    raw = json.dumps(doc, separators=(",", ":")).encode()
+    return _Task("noop", f"t{i}", raw, 1_700_000_000_005)
+
+
+def per_task_us(run: Any, tasks: list[_Task]) -> float:
+    started = time.perf_counter()
+    for task in tasks:
+        run(task)
+    return (time.perf_counter() - started) / len(tasks) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=50000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    outcome = _Outcome()
+
+    def bare(task: Any) -> _Outcome:
+        return outcome
+
+    traced = _tracing().worker_run(bare, "w1")
+    unsampled = [_task("00", i) for i in range(args.n)]
+    sampled = [_task("01", i) for i in range(args.n // 10)]
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):  # best of: the machine is shared
+        for name, run, tasks in (
+            ("bare", bare, unsampled),
+            ("unsampled", traced, unsampled),
+            ("sampled", traced, sampled),
+        ):
+            best[name] = min(best.get(name, 1e9), per_task_us(run, tasks))
+    print(f"bare run: {best['bare']:.2f} us/task")
+    for name in ("unsampled", "sampled"):
+        print(f"{name}: +{best[name] - best['bare']:.2f} us/task")
+
+
+if __name__ == "__main__":
+    main()
