@@ -3,24 +3,22 @@
 and exit 2, before any script fails in a way nobody can read.
 
 No old redis-server is at hand, so the refusal is shown on INFO replies and
-on a small stand-in server that speaks just enough RESP (PING, INFO, OK to
-the rest) to say it is 6.2.14; the real redis-server of the fixtures passes.
+on a small stand-in server (tests/support/old_redis.py) that speaks just
+enough RESP to say it is 6.2.14; the real redis-server of the fixtures passes.
+The controller's check is tests/controller/test_controller_redis_version.py.
 """
 
 from __future__ import annotations
 
 import re
-import socketserver
-import threading
 from collections.abc import Iterator
 
 import pytest
 
+from support.old_redis import TOO_OLD, old_redis
 from support.workers import run_taskscale
 from taskscale.cli import main
 from taskscale.connection import RedisTooOld, check, check_version, connect
-
-TOO_OLD = "Redis 6.2.14 is too old: taskscale needs 7.0 or later"
 
 
 @pytest.mark.parametrize(
@@ -75,47 +73,10 @@ def test_a_real_server_passes(redis_url: str) -> None:
         client.close()
 
 
-class _OldRedis(socketserver.StreamRequestHandler):
-    """Answers HELLO, PING, INFO (as Redis 6.2.14) and OK to anything else."""
-
-    def handle(self) -> None:
-        while True:
-            command = self._read_command()
-            if command is None:
-                return
-            name = command[0].upper() if command else b""
-            if name == b"HELLO":  # RESP3, as taskscale's clients speak it
-                self.wfile.write(b"%2\r\n$5\r\nproto\r\n:3\r\n$7\r\nversion\r\n$6\r\n6.2.14\r\n")
-            elif name == b"PING":
-                self.wfile.write(b"+PONG\r\n")
-            elif name == b"INFO":
-                body = b"# Server\r\nredis_version:6.2.14\r\nredis_mode:standalone\r\n"
-                self.wfile.write(b"$%d\r\n%s\r\n" % (len(body), body))
-            else:
-                self.wfile.write(b"+OK\r\n")
-
-    def _read_command(self) -> list[bytes] | None:
-        header = self.rfile.readline()
-        if not header.startswith(b"*"):
-            return None
-        parts = []
-        for _ in range(int(header[1:])):
-            size = int(self.rfile.readline()[1:])
-            parts.append(self.rfile.read(size + 2)[:-2])
-        return parts
-
-
 @pytest.fixture
 def old_redis_url() -> Iterator[str]:
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OldRedis)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"redis://127.0.0.1:{server.server_address[1]}/0"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with old_redis() as url:
+        yield url
 
 
 def test_a_one_shot_command_on_an_old_server_exits_2_with_one_line(
@@ -128,7 +89,10 @@ def test_a_one_shot_command_on_an_old_server_exits_2_with_one_line(
 WORKER = ["worker", "--import", "taskscale.examples", "--types", "sleep"]
 
 
-@pytest.mark.parametrize("command", [WORKER, [*WORKER, "--processes", "2"], ["scheduler"]], ids=str)
+PROCESSES = [WORKER, [*WORKER, "--processes", "2"], ["scheduler"], ["dashboard", "--port", "0"]]
+
+
+@pytest.mark.parametrize("command", PROCESSES, ids=str)
 def test_a_process_on_an_old_server_exits_2_with_one_line(
     old_redis_url: str, command: list[str]
 ) -> None:

@@ -5,6 +5,15 @@ The scalers of a group that fall due together read Redis in one
 scaler, the target's replicas are read, the pure policy decides, the actuator
 applies a change, the metrics record it and the reporter hears the outcome.
 
+The group's first pass reads the server's version first, as every taskscale
+process does when it starts (:func:`taskscale.connection.check_version`):
+the controller has no Redis of its own at start, each TaskScaler names one,
+so the check is made when a Redis is first used, and a server older than 7.0
+(whose scripts would fail in a way nobody can read) is a failed pass with the
+one line "Redis 6.2.14 is too old: taskscale needs 7.0 or later" as its
+message -- the other TaskScalers go on.  It is read again on each later pass
+until it passes (the server may be upgraded).
+
 Failures are contained per scaler.  When Redis can't be read, the policy is
 called with no observation and holds the current replicas (fail-static);
 when the target is missing or the API fails, nothing is changed.  Either way
@@ -29,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import redis
 
+from taskscale.connection import RedisTooOld, check_version
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest
@@ -89,14 +99,24 @@ class ReconcilePass:
             )
             for s in scalers
         }
+
+        def observe() -> Mapping[str, Observation]:
+            if not group.version_checked:
+                check_version(group.client.info("server"))  # RedisTooOld: not retried
+                group.version_checked = True
+            return group.observer.observe(requests)
+
         try:
             result = call_with_retries(
-                lambda: group.observer.observe(requests),
+                observe,
                 settings=self._redis_retries,
                 retry_if=lambda exc: isinstance(exc, redis.ConnectionError | redis.TimeoutError),
                 on_error=lambda exc: self._metrics.count_redis_error("observe", *requests),
             )
             return result, None
+        except RedisTooOld as exc:
+            log.warning("%s: %s", ", ".join(sorted(requests)), exc)
+            return {}, str(exc)
         except redis.RedisError as exc:
             log.warning("observe failed for %s: %s", sorted(requests), exc)
             return {}, one_line(exc, typed=True)

@@ -47,6 +47,9 @@ class ScalerGroup:
     observer: AnyObserver
     listener: DemandListener | None = None
     members: set[str] = field(default_factory=set)
+    #: The server's version was read and is new enough (connection.check_version):
+    #: read on the group's first pass, again after a refusal (it may be upgraded).
+    version_checked: bool = False
 
 
 def open_group(
