@@ -1,4 +1,5 @@
-"""The policy's memory: recent recommendations and a sparse series of observations.
+"""The policy's memory: recent recommendations, a sparse series of
+observations, and the pod starts measured from the passes (:class:`PodStarts`).
 
 ``policy.decide`` reads it (the stabilization windows look at the
 recommendations, the rate floor at the oldest kept observation of its rate
@@ -46,6 +47,7 @@ class History:
         self._recs: deque[int] = deque(maxlen=max_entries)
         self._sample_at: deque[float] = deque(maxlen=max_entries)
         self._samples: deque[Observation] = deque(maxlen=max_entries)
+        self._starts = PodStarts(max_age_s=max_age_s)
 
     @classmethod
     def for_policy(cls, policy: ScalingPolicy, *, sample_every_s: float = 5.0) -> History:
@@ -76,7 +78,13 @@ class History:
         ):
             self._sample_at.append(observation.at)
             self._samples.append(observation)
+        if observation is not None:
+            self._starts.record(now, decision.desired, len({w.pod for w in observation.workers}))
         self._prune(now, observation.at if observation is not None else None)
+
+    def pod_start_s(self) -> float | None:
+        """The median of the recent measured pod starts (None: none measured)."""
+        return self._starts.median()
 
     def _prune(self, now: float, observed_at: float | None) -> None:
         while self._rec_at and self._rec_at[0] < now - self.max_age_s:
@@ -99,3 +107,45 @@ class History:
 
     def __len__(self) -> int:
         return len(self._recs)
+
+
+class PodStarts:
+    """How long a pod asked for takes to show a ready worker, measured from
+    the passes: the time from a decision that raised the desired replicas to
+    the pass that first saw one more pod with a registered worker (a pod's
+    start, plus up to a poll interval).
+
+    Pods are matched first asked, first ready; a scale-down forgets the
+    latest asked first (a ReplicaSet removes pods not ready yet first); a
+    pod not up within ``max_age_s`` is forgotten (a failed scale, a crash
+    loop).  The median of the last ``keep`` measurements resists a pod of
+    another Deployment serving the same types coming and going."""
+
+    def __init__(self, *, max_age_s: float, keep: int = 15) -> None:
+        self.max_age_s = max_age_s
+        self._asked: deque[float] = deque()  #: when each pod still starting was asked for
+        self._desired: int | None = None
+        self._ready = 0
+        self._samples: deque[float] = deque(maxlen=keep)
+
+    def record(self, now: float, desired: int, ready: int) -> None:
+        """One pass: the replicas it decided on, the pods with a worker it saw."""
+        if self._desired is not None:
+            if desired > self._desired:
+                self._asked.extend([now] * (desired - self._desired))
+            elif desired < self._desired:
+                for _ in range(min(len(self._asked), self._desired - desired)):
+                    self._asked.pop()  # the starting ones go first
+        if ready > self._ready:
+            for _ in range(min(len(self._asked), ready - self._ready)):
+                self._samples.append(now - self._asked.popleft())
+        while self._asked and self._asked[0] < now - self.max_age_s:
+            self._asked.popleft()
+        self._desired, self._ready = desired, ready
+
+    def median(self) -> float | None:
+        """The median of the recent measurements (None: none yet)."""
+        if not self._samples:
+            return None
+        ordered = sorted(self._samples)
+        return ordered[len(ordered) // 2]

@@ -135,3 +135,25 @@ def test_a_pre_warm_from_zero_is_capped_and_a_cold_start_is_not() -> None:
 def test_a_queue_wait_scale_up_is_never_capped() -> None:
     wait = up(27, 100).to(27, ReasonCode.QUEUE_WAIT, "the oldest task waits")
     assert stabilization.apply(facts(observation(workers(2)), POLICY, current=2), wait) is wait
+
+
+def measured(start_s: float) -> History:
+    """A history that measured one pod start of ``start_s``."""
+    history = History(max_age_s=600.0, sample_every_s=0.0)
+    history.record(T0 - 30, observation(workers(2)), Decision(2, ReasonCode.STEADY, "..."))
+    history.record(T0 - 29, observation(workers(2)), Decision(3, ReasonCode.DEMAND, "..."))
+    history.record(
+        T0 - 29 + start_s, observation(workers(3)), Decision(3, ReasonCode.STEADY, "...")
+    )
+    return history
+
+
+def test_a_measured_start_shorter_than_half_the_lead_is_the_start() -> None:
+    assert measured(4.0).pod_start_s() == 4.0
+    # 4 threads for the arrivals + 100 tasks / 4 s = 29 threads -> 8 pods
+    fast = facts(observation(workers(2)), POLICY, current=2, history=measured(4.0))
+    capped = stabilization.apply(fast, up(27, 100))
+    assert capped.replicas == 8 and capped.why.endswith("within a pod's start (4 s)")
+    # a slower measured start than half the lead does not lengthen it: 10 s
+    slow = facts(observation(workers(2)), POLICY, current=2, history=measured(15.0))
+    assert stabilization.apply(slow, up(27, 100)).replicas == 4
