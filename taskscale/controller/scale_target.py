@@ -42,6 +42,7 @@ from taskscale.controller.kube_client import (
 )
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import TargetNotFound
+from taskscale.controller.types import Rollout
 from taskscale.retrying import RetrySettings
 
 T = TypeVar("T")
@@ -91,6 +92,17 @@ class DeploymentActuator:
         )
         self._replicas = replicas
 
+    def rollout(self) -> Rollout | None:
+        """The Deployment's rollout, from its ``status`` subresource (the
+        one read of the Deployment itself: ``get deployments/status``)."""
+        deployment = self._call(
+            "get_status",
+            lambda: self.apps.read_namespaced_deployment_status(
+                self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
+            ),
+        )
+        return rollout_of(deployment)
+
     def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
         """Annotate every live pod of the Deployment with its busy count (0 if
         the registry doesn't know it); returns pod -> cost.  Pods whose
@@ -138,7 +150,7 @@ class DeploymentActuator:
                 fn, operation=operation, metrics=self.metrics, retry=self.retry, scaler=self.scaler
             )
         except ApiException as exc:
-            if exc.status == 404 and operation in ("get_scale", "patch_scale"):
+            if exc.status == 404 and operation in ("get_scale", "patch_scale", "get_status"):
                 raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
             raise
 
@@ -165,6 +177,9 @@ class ScaleTargetActuator(DeploymentActuator):
             self.set_deletion_costs(busy_by_pod)
         self._call("patch_scale", lambda: self._patch(replicas))
         self._replicas = replicas
+
+    def rollout(self) -> Rollout | None:
+        return None  # only a Deployment's rollout is read (rules/rollout_hold.py)
 
     def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
         if not self._selector:
@@ -281,6 +296,25 @@ def make_actuator(
     if ref == TargetRef():
         return DeploymentActuator(*target, scaler=scaler)
     return ScaleTargetActuator(*target, scaler=scaler, ref=ref)
+
+
+def rollout_of(deployment: client.V1Deployment) -> Rollout:
+    """A Deployment object's rollout (a missing count reads as 0)."""
+    meta, spec = deployment.metadata, deployment.spec
+    status = deployment.status or client.V1DeploymentStatus()
+    conditions = status.conditions or ()
+    return Rollout(
+        generation=int((meta.generation if meta else None) or 0),
+        observed_generation=int(status.observed_generation or 0),
+        replicas=int(spec.replicas if spec and spec.replicas is not None else 1),
+        updated=int(status.updated_replicas or 0),
+        total=int(status.replicas or 0),
+        unavailable=int(status.unavailable_replicas or 0),
+        paused=bool(spec and spec.paused),
+        stalled=any(
+            c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded" for c in conditions
+        ),
+    )
 
 
 def _part(scale: Any, name: str) -> Any:
