@@ -84,7 +84,7 @@ class ReconcilePass:
         requests = {
             s.config.key: ObserveRequest(
                 types=s.config.policy.type_names(),
-                lead_s=s.config.policy.warmup_lead_s,
+                lead_s=s.config.policy.lookahead_s,  # warm-up + node provisioning
                 sources=s.config.sources,
                 ages=s.config.policy.queue_wait_types(),
             )

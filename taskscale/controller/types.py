@@ -53,11 +53,20 @@ class ScalingPolicy:
     max_scale_down_step: int = 0
     #: Delayed tasks due within this many seconds count as demand now.
     warmup_lead_s: float = 30.0
+    #: Seconds a new node takes before a pod can start on it (0: nodes are
+    #: there); added to the warm-up lead for the look-ahead (``lookahead_s``).
+    provisioning_lead_s: float = 0.0
     #: Window over which arrival rate and service time are derived.
     rate_window_s: float = 60.0
 
     def type_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
+
+    @property
+    def lookahead_s(self) -> float:
+        """How far ahead delayed tasks count as demand: the pod's warm-up plus
+        the node's provisioning, so the pod is up when the task comes due."""
+        return self.warmup_lead_s + self.provisioning_lead_s
 
     def queue_wait_types(self) -> tuple[str, ...]:
         """The types with a queue-wait target (their oldest wait is read every pass)."""
@@ -90,6 +99,7 @@ def validate_policy(policy: ScalingPolicy) -> None:
         (policy.scale_up_stabilization_s, "scaleUpStabilizationSeconds"),
         (policy.scale_down_stabilization_s, "scaleDownStabilizationSeconds"),
         (policy.warmup_lead_s, "warmupLeadSeconds"),
+        (policy.provisioning_lead_s, "provisioningLeadSeconds"),
         (policy.max_scale_up_step, "maxScaleUpStep"),
         (policy.max_scale_down_step, "maxScaleDownStep"),
     ):
