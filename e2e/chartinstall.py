@@ -91,7 +91,7 @@ def install_chart(
                 "image": worker_image,
                 "types": list(TYPES),
                 "threads": 4,
-                "graceSeconds": 20,
+                "longestTaskSeconds": 20,
             },
             "taskScaler": {
                 "tasksPerReplica": 4,
