@@ -26,6 +26,7 @@ that way -- a task on ordinal 5 keeps six pods up until it ends.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -47,6 +48,8 @@ from taskscale.retrying import RetrySettings
 
 T = TypeVar("T")
 
+log = logging.getLogger("taskscale.controller.kube")
+
 _APPS_KINDS = {"StatefulSet": "stateful_set", "ReplicaSet": "replica_set"}
 
 
@@ -63,6 +66,7 @@ class DeploymentActuator:
     scaler: str | None = None  #: ``namespace/name`` of the TaskScaler, for error metrics
     _selector: str | None = None
     _replicas: int | None = None
+    _status_forbidden: bool = False  #: a 403 on deployments/status was logged
 
     def current_replicas(self) -> int:
         scale = self._call(
@@ -94,13 +98,31 @@ class DeploymentActuator:
 
     def rollout(self) -> Rollout | None:
         """The Deployment's rollout, from its ``status`` subresource (the
-        one read of the Deployment itself: ``get deployments/status``)."""
-        deployment = self._call(
-            "get_status",
-            lambda: self.apps.read_namespaced_deployment_status(
-                self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
-            ),
-        )
+        one read of the Deployment itself: ``get deployments/status``).
+
+        None when the controller may not read it (403: a Role from before
+        the rollout hold): the scale-down goes on as it did then, with a
+        warning logged once, rather than every scale-down failing."""
+        try:
+            deployment = self._call(
+                "get_status",
+                lambda: self.apps.read_namespaced_deployment_status(
+                    self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
+                ),
+            )
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            if not self._status_forbidden:
+                self._status_forbidden = True
+                log.warning(
+                    "%s: may not get deployments/status of %s/%s (grant it: the chart's RBAC "
+                    "does); scaling down without the rollout hold",
+                    self.scaler,
+                    self.namespace,
+                    self.name,
+                )
+            return None
         return rollout_of(deployment)
 
     def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
