@@ -50,7 +50,7 @@ class TaskscaleScaler:
             return
         if t >= self._next_poll:
             self._next_poll += self.poll_s
-        obs = world.observe(t, lead_s=self.policy.warmup_lead_s)
+        obs = world.observe(t, lead_s=self.policy.lookahead_s)
         started = time.perf_counter()
         decision = decide(obs, self.policy, self.history, now=t, current=world.replicas)
         self.decide_seconds += time.perf_counter() - started

@@ -91,7 +91,7 @@ def install_chart(
                 "image": worker_image,
                 "types": list(TYPES),
                 "threads": 4,
-                "graceSeconds": 20,
+                "longestTaskSeconds": 45,  # > the 30 s tasks of e2e/test_rollout.py
             },
             "taskScaler": {
                 "tasksPerReplica": 4,

@@ -281,6 +281,7 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     SpecField("maxScaleUpStep", ScalingPolicy, "max_scale_up_step", _integer),
     SpecField("maxScaleDownStep", ScalingPolicy, "max_scale_down_step", _integer),
     SpecField("warmupLeadSeconds", ScalingPolicy, "warmup_lead_s", _number),
+    SpecField("provisioningLeadSeconds", ScalingPolicy, "provisioning_lead_s", _number),
     SpecField("rateWindowSeconds", ScalingPolicy, "rate_window_s", _number),
     SpecField("fallback.replicas", Fallback, "replicas", _integer, missing=_FALLBACK_NEEDS),
     SpecField("fallback.afterFailures", Fallback, "after_failures", _integer),

@@ -31,6 +31,7 @@ import redis
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.outcome import PassOutcome, Reporter
 from taskscale.controller.redis_clients import RedisClients
+from taskscale.controller.types import ReasonCode
 from taskscale.keys import Keys
 from taskscale.luascripts import bound_script
 from taskscale.redis_urls import RedisClient
@@ -66,6 +67,8 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
         "scaled": outcome.scaled,
         "reason_code": None if decision is None else decision.reason_code,
         "reason": "" if decision is None else decision.reason,
+        # a scale-down waiting for the target's rollout (rules/rollout_hold.py)
+        "rollout_hold": decision is not None and decision.reason_code == ReasonCode.ROLLOUT_HOLD,
         "problem": outcome.problem,
         "message": outcome.message,
     }

@@ -164,6 +164,7 @@ class KubeReporter:
     def _events(self, outcome: PassOutcome, known: _Known, status: dict[str, Any]) -> None:
         config, decision = outcome.config, outcome.decision
         self._pause_event(outcome, known)
+        self._rollout_event(outcome, known, status)
         if outcome.scaled and decision is not None and outcome.current is not None:
             up = decision.desired > outcome.current
             reason = EventReason.SCALED_UP if up else EventReason.SCALED_DOWN
@@ -212,6 +213,23 @@ class KubeReporter:
             self._post_event(
                 namespace, name, known, "Normal", EventReason.THREADS_MATCH, now["message"]
             )
+
+    def _rollout_event(
+        self, outcome: PassOutcome, known: _Known, status: Mapping[str, Any]
+    ) -> None:
+        """An Event when a scale-down starts waiting for a rollout, one when it stops."""
+        held, was = bool(status.get("rolloutHold")), bool(known.status.get("rolloutHold"))
+        if held == was or outcome.decision is None:
+            return
+        config = outcome.config
+        if held:
+            reason, message = EventReason.ROLLOUT_HOLD, outcome.decision.reason
+        else:
+            reason, message = (
+                EventReason.ROLLOUT_HOLD_ENDED,
+                "the rollout ended: " + (outcome.decision.reason),
+            )
+        self._post_event(config.namespace, config.name, known, "Normal", reason, message)
 
     def _pause_event(self, outcome: PassOutcome, known: _Known) -> None:
         """An Event when a pause annotation appears or goes away."""

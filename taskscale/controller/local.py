@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import IO
 
 from taskscale.connection import REDIS_URL_ENV
+from taskscale.controller.types import Rollout
 from taskscale.keys import DEFAULT_NAMESPACE, check_name
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,9 @@ class LocalPool:
         with self._lock:
             self._reap()
             return len(self._running)
+
+    def rollout(self) -> Rollout | None:
+        return None  # local processes are replaced one by one, never rolled out
 
     def scale(self, replicas: int, *, busy_by_pod: Mapping[str, int]) -> None:
         if replicas < 0:

@@ -46,6 +46,7 @@ REDIS_OPERATIONS = ("observe", "demand")
 API_OPERATIONS = (
     "get_scale",
     "patch_scale",
+    "get_status",
     "list_pods",
     "patch_pod",
     "patch_status",
@@ -98,6 +99,12 @@ class ControllerMetrics:
         self.current_replicas = Gauge(
             "taskscale_current_replicas",
             "Replicas the target was set to when last read.",
+            SCALER,
+            registry=r,
+        )
+        self.rollout_hold = Gauge(
+            "taskscale_rollout_hold",
+            "1 while the last pass held a scale-down for the target's rollout (RolloutHold).",
             SCALER,
             registry=r,
         )
@@ -248,6 +255,7 @@ class ControllerMetrics:
         self.current_replicas.labels(ns, name).set(current)
         self.desired_replicas.labels(ns, name).set(desired)
         self.decisions.labels(ns, name, _known(reason, ReasonCode.ALL)).inc()
+        self.rollout_hold.labels(ns, name).set(int(reason == ReasonCode.ROLLOUT_HOLD))
 
     def record_scale(self, scaler: str, *, before: int, after: int, reason: str) -> None:
         ns, name = split_scaler(scaler)
@@ -263,6 +271,7 @@ class ControllerMetrics:
             self.current_replicas,
             self.max_replicas,
             self.schedulers_alive,
+            self.rollout_hold,
         ):
             _remove(gauge, ns, name)
         for op in REDIS_OPERATIONS:

@@ -25,7 +25,8 @@ The decision is the scaling rules' (taskscale/controller/rules/, applied in
 their one ordered list), given the scaler's settings beyond its policy: its
 pause annotations, ``spec.fallback`` with the count of passes in a row that
 could not read Redis, and whether the target is a StatefulSet (the ordinal
-hold).  Every decision is recorded in the scaler's history, the overrides'
+hold); a scale-down is decided again with the target's rollout, read only
+then (the rollout hold).  Every decision is recorded in the scaler's history, the overrides'
 too, so the scale-down window applies after a pause or a fallback ends.
 """
 
@@ -93,7 +94,7 @@ class ReconcilePass:
         requests = {
             s.config.key: ObserveRequest(
                 types=s.config.policy.type_names(),
-                lead_s=s.config.policy.warmup_lead_s,
+                lead_s=s.config.policy.lookahead_s,  # warm-up + node provisioning
                 sources=s.config.sources,
                 ages=s.config.policy.queue_wait_types(),
             )
@@ -130,13 +131,13 @@ class ReconcilePass:
         base = PassOutcome(config, now, observation, None, None, redis_error=redis_error)
         try:
             current = scaler.actuator.current_replicas()
+            scaler.last_current = current
+            decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         except TargetNotFound as exc:
             return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: reading the target failed", config.key)
             return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
-        scaler.last_current = current
-        decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         self._record(config.key, observation, current, decision)
         outcome = _replace(base, current=current, decision=decision)
         if redis_error is not None:
@@ -192,20 +193,25 @@ def _decide(
     """The scaling rules' decision, with the scaler's pause, fallback and target kind."""
     config = scaler.config
     scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
-    decision = apply_rules(
-        Facts(
-            observation,
-            config.policy,
-            scaler.history,
-            now,
-            current,
-            pause=config.pause,
-            fallback=config.fallback,
-            redis_failures=scaler.redis_failures,
-            redis_error=error or "",
-            statefulset=config.target if _is_stateful_set(config) else None,
-        )
+    facts = Facts(
+        observation,
+        config.policy,
+        scaler.history,
+        now,
+        current,
+        pause=config.pause,
+        fallback=config.fallback,
+        redis_failures=scaler.redis_failures,
+        redis_error=error or "",
+        statefulset=config.target if _is_stateful_set(config) else None,
     )
+    decision = apply_rules(facts)
+    if decision.desired < current:
+        # only a scale-down waits for a rollout (rules/rollout_hold.py): the
+        # target's rollout is read then, not on every pass
+        rollout = scaler.actuator.rollout()
+        if rollout is not None:
+            decision = apply_rules(facts._replace(rollout=rollout))
     # every decision, an override's too: after a pause or a fallback ends, the
     # scale-down window holds what it set like any other recommendation
     scaler.history.record(now, observation, decision)

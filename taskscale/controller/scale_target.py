@@ -26,6 +26,7 @@ that way -- a task on ordinal 5 keeps six pods up until it ends.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -42,9 +43,12 @@ from taskscale.controller.kube_client import (
 )
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.outcome import TargetNotFound
+from taskscale.controller.types import Rollout
 from taskscale.retrying import RetrySettings
 
 T = TypeVar("T")
+
+log = logging.getLogger("taskscale.controller.kube")
 
 _APPS_KINDS = {"StatefulSet": "stateful_set", "ReplicaSet": "replica_set"}
 
@@ -62,6 +66,7 @@ class DeploymentActuator:
     scaler: str | None = None  #: ``namespace/name`` of the TaskScaler, for error metrics
     _selector: str | None = None
     _replicas: int | None = None
+    _status_forbidden: bool = False  #: a 403 on deployments/status was logged
 
     def current_replicas(self) -> int:
         scale = self._call(
@@ -90,6 +95,35 @@ class DeploymentActuator:
             ),
         )
         self._replicas = replicas
+
+    def rollout(self) -> Rollout | None:
+        """The Deployment's rollout, from its ``status`` subresource (the
+        one read of the Deployment itself: ``get deployments/status``).
+
+        None when the controller may not read it (403: a Role from before
+        the rollout hold): the scale-down goes on as it did then, with a
+        warning logged once, rather than every scale-down failing."""
+        try:
+            deployment = self._call(
+                "get_status",
+                lambda: self.apps.read_namespaced_deployment_status(
+                    self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S
+                ),
+            )
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            if not self._status_forbidden:
+                self._status_forbidden = True
+                log.warning(
+                    "%s: may not get deployments/status of %s/%s (grant it: the chart's RBAC "
+                    "does); scaling down without the rollout hold",
+                    self.scaler,
+                    self.namespace,
+                    self.name,
+                )
+            return None
+        return rollout_of(deployment)
 
     def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
         """Annotate every live pod of the Deployment with its busy count (0 if
@@ -138,7 +172,7 @@ class DeploymentActuator:
                 fn, operation=operation, metrics=self.metrics, retry=self.retry, scaler=self.scaler
             )
         except ApiException as exc:
-            if exc.status == 404 and operation in ("get_scale", "patch_scale"):
+            if exc.status == 404 and operation in ("get_scale", "patch_scale", "get_status"):
                 raise TargetNotFound(f"deployment {self.namespace}/{self.name} not found") from None
             raise
 
@@ -165,6 +199,9 @@ class ScaleTargetActuator(DeploymentActuator):
             self.set_deletion_costs(busy_by_pod)
         self._call("patch_scale", lambda: self._patch(replicas))
         self._replicas = replicas
+
+    def rollout(self) -> Rollout | None:
+        return None  # only a Deployment's rollout is read (rules/rollout_hold.py)
 
     def set_deletion_costs(self, busy_by_pod: Mapping[str, int]) -> dict[str, int]:
         if not self._selector:
@@ -281,6 +318,25 @@ def make_actuator(
     if ref == TargetRef():
         return DeploymentActuator(*target, scaler=scaler)
     return ScaleTargetActuator(*target, scaler=scaler, ref=ref)
+
+
+def rollout_of(deployment: client.V1Deployment) -> Rollout:
+    """A Deployment object's rollout (a missing count reads as 0)."""
+    meta, spec = deployment.metadata, deployment.spec
+    status = deployment.status or client.V1DeploymentStatus()
+    conditions = status.conditions or ()
+    return Rollout(
+        generation=int((meta.generation if meta else None) or 0),
+        observed_generation=int(status.observed_generation or 0),
+        replicas=int(spec.replicas if spec and spec.replicas is not None else 1),
+        updated=int(status.updated_replicas or 0),
+        total=int(status.replicas or 0),
+        unavailable=int(status.unavailable_replicas or 0),
+        paused=bool(spec and spec.paused),
+        stalled=any(
+            c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded" for c in conditions
+        ),
+    )
 
 
 def _part(scale: Any, name: str) -> Any:

@@ -36,6 +36,10 @@ class EventReason:
     THREADS_MATCH = "TasksPerReplicaMatches"
     PAUSED = "Paused"
     RESUMED = "Resumed"
+    #: A scale-down waits for the target's rollout (rules/rollout_hold.py) ...
+    ROLLOUT_HOLD = ReasonCode.ROLLOUT_HOLD
+    #: ... and no longer does.
+    ROLLOUT_HOLD_ENDED = "RolloutHoldEnded"
 
 
 class ConditionType:
@@ -61,6 +65,7 @@ def build_status(
         status["desiredReplicas"] = decision.desired
         status["reason"] = decision.reason
         status["reasonCode"] = decision.reason_code
+        status["rolloutHold"] = decision.reason_code == ReasonCode.ROLLOUT_HOLD
     if outcome.problem is not None:
         # The Reason and Message columns of `kubectl get tsc` read these two
         # fields: a failing scaler says why it fails there, not its last decision.

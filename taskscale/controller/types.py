@@ -53,11 +53,20 @@ class ScalingPolicy:
     max_scale_down_step: int = 0
     #: Delayed tasks due within this many seconds count as demand now.
     warmup_lead_s: float = 30.0
+    #: Seconds a new node takes before a pod can start on it (0: nodes are
+    #: there); added to the warm-up lead for the look-ahead (``lookahead_s``).
+    provisioning_lead_s: float = 0.0
     #: Window over which arrival rate and service time are derived.
     rate_window_s: float = 60.0
 
     def type_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.types)
+
+    @property
+    def lookahead_s(self) -> float:
+        """How far ahead delayed tasks count as demand: the pod's warm-up plus
+        the node's provisioning, so the pod is up when the task comes due."""
+        return self.warmup_lead_s + self.provisioning_lead_s
 
     def queue_wait_types(self) -> tuple[str, ...]:
         """The types with a queue-wait target (their oldest wait is read every pass)."""
@@ -90,6 +99,7 @@ def validate_policy(policy: ScalingPolicy) -> None:
         (policy.scale_up_stabilization_s, "scaleUpStabilizationSeconds"),
         (policy.scale_down_stabilization_s, "scaleDownStabilizationSeconds"),
         (policy.warmup_lead_s, "warmupLeadSeconds"),
+        (policy.provisioning_lead_s, "provisioningLeadSeconds"),
         (policy.max_scale_up_step, "maxScaleUpStep"),
         (policy.max_scale_down_step, "maxScaleDownStep"),
     ):
@@ -213,6 +223,7 @@ class ReasonCode:
     PAUSED = "Paused"  # a pause annotation holds (or fixes) the replicas
     FALLBACK = "Fallback"  # Redis unreadable for spec.fallback.afterFailures passes
     QUEUE_WAIT = "QueueWait"  # the oldest task waits longer than maxQueueWaitSeconds
+    ROLLOUT_HOLD = "RolloutHold"  # a scale-down waits for the Deployment's rollout to end
 
     ALL = (
         DEMAND,
@@ -230,6 +241,7 @@ class ReasonCode:
         PAUSED,
         FALLBACK,
         QUEUE_WAIT,
+        ROLLOUT_HOLD,
     )
 
 
@@ -244,6 +256,39 @@ class Decision:
     details: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """A Deployment's rollout as its ``metadata.generation``, ``spec`` and
+    ``status`` report it (what the rollout hold, rules/rollout_hold.py, reads)."""
+
+    generation: int
+    observed_generation: int
+    replicas: int  #: spec.replicas
+    updated: int  #: status.updatedReplicas: pods of the newest revision
+    total: int  #: status.replicas: pods of every revision, the surge included
+    unavailable: int = 0  #: status.unavailableReplicas
+    paused: bool = False  #: spec.paused: the rollout waits for a person
+    stalled: bool = False  #: Progressing=False (ProgressDeadlineExceeded)
+
+    def waiting_for(self) -> str:
+        """What the rollout still waits for, as a clause; "" when it is done
+        -- or paused or stalled, which a person ends, not time."""
+        if self.paused or self.stalled:
+            return ""
+        if self.observed_generation < self.generation:
+            return (
+                f"generation {self.generation} not yet observed "
+                f"(observedGeneration {self.observed_generation})"
+            )
+        unavailable = f", {self.unavailable} unavailable" if self.unavailable else ""
+        if self.updated < self.replicas:
+            return f"{self.updated} of {self.replicas} pods updated{unavailable}"
+        if self.total > self.updated:
+            old = self.total - self.updated
+            return f"{old} old {'pod' if old == 1 else 'pods'} still running{unavailable}"
+        return ""
+
+
 class Actuator(Protocol):
     """Applies a replica count to one target.  Implementations: the
     Kubernetes Deployment ``scale`` subresource, and a local process pool."""
@@ -256,4 +301,9 @@ class Actuator(Protocol):
         """Set the target to ``replicas``.  On a scale-down, ``busy_by_pod``
         (pod or worker name -> tasks in flight) lets the actuator remove idle
         workers first (Kubernetes: pod-deletion-cost; local: stop idle ones)."""
+        ...
+
+    def rollout(self) -> Rollout | None:
+        """The target's rollout now (a Deployment's), or None for a target
+        that has none (a local pool, a StatefulSet, a custom resource)."""
         ...

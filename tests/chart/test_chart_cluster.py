@@ -279,6 +279,7 @@ NEEDED = [
     ("patch", "taskscalers/status", "taskscale.io", None),
     ("get", "deployments/scale", "apps", None),
     ("patch", "deployments/scale", "apps", None),
+    ("get", "deployments/status", "apps", None),  # the rollout hold
     ("list", "pods", "", None),
     ("patch", "pods", "", None),
     ("create", "events", "", None),
@@ -289,6 +290,7 @@ REFUSED = [
     ("update", "taskscalers", "taskscale.io"),
     ("delete", "taskscalers", "taskscale.io"),
     ("patch", "deployments", "apps"),
+    ("patch", "deployments/status", "apps"),
     ("update", "deployments", "apps"),
     ("delete", "deployments", "apps"),
     ("create", "deployments", "apps"),

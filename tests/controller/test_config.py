@@ -49,6 +49,7 @@ def test_config_defaults_match_the_crd_schema_defaults() -> None:
         "maxScaleUpStep": policy.max_scale_up_step,
         "maxScaleDownStep": policy.max_scale_down_step,
         "warmupLeadSeconds": policy.warmup_lead_s,
+        "provisioningLeadSeconds": policy.provisioning_lead_s,
         "rateWindowSeconds": policy.rate_window_s,
         "pollIntervalSeconds": config.poll_interval_s,
         "source": "taskscale" if not config.sources else "?",

@@ -23,7 +23,7 @@ from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome
-from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
+from taskscale.controller.types import Decision, ReasonCode, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
 from taskscale.server_clock import server_time
 
@@ -154,6 +154,35 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText);"
         # read in one step, and again if a poll redrew the list in between
         wait_for(browser, lambda b: b.execute_script(script, card + " li .sentence") == sentences)
+        assert text_of(browser, card + ' [data-field="rollout-hold"]') == ""
+
+
+def test_the_scaling_page_shows_a_scale_down_held_for_a_rollout(
+    browser: WebDriver, redis_url: str, r: redis.Redis
+) -> None:
+    log = DecisionLog()
+    config = ScalerConfig(
+        name="emails",
+        namespace="prod",
+        target="email-worker",
+        redis=RedisRef(url=redis_url),
+        policy=ScalingPolicy(types=(TypePolicy("email"),), max_replicas=8),
+    )
+    log.bind(config, redis_url)
+    why = "4 -> 4: idle; holding 4 until the Deployment's rollout ends (2 of 4 pods updated)"
+    held = Decision(desired=4, reason_code=ReasonCode.ROLLOUT_HOLD, reason=why)
+    log.report(PassOutcome(config, time.time(), None, 4, held))
+    with dashboard(redis_url) as d:
+        browser.get(d.url + "scaling")
+        card = '[data-scaler="prod/emails"]'
+        flag = card + ' [data-field="rollout-hold"]'
+        wait_for(browser, lambda b: "scale-down held" in text_of(b, flag))
+        assert text_of(browser, card + " li .code") == "RolloutHold"
+        # the rollout ends: the next pass scales down and the flag goes away
+        done = Decision(desired=1, reason_code="Idle", reason="4 -> 1: all types idle")
+        log.report(PassOutcome(config, time.time(), None, 4, done, scaled=True))
+        wait_for(browser, lambda b: text_of(b, flag) == "" and "4 -> 1" in text_of(b, card))
+    log.close()
 
 
 def test_the_overview_shows_the_rate_of_dead_letters(

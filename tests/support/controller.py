@@ -20,6 +20,7 @@ from typing import Any
 import redis
 
 from taskscale.controller.reconciler import TargetNotFound
+from taskscale.controller.types import Rollout
 from taskscale.keys import DEFAULT_PRIORITY, Keys
 
 #: The TaskScaler CRD, as deploy/ installs it.
@@ -99,6 +100,9 @@ class MemoryActuator:
     missing: bool = False
     calls: list[tuple[int, dict[str, int]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The target's rollout (None: none); ``rollout_reads`` counts the reads.
+    rolling: Rollout | None = None
+    rollout_reads: int = 0
 
     def current_replicas(self) -> int:
         with self.lock:
@@ -112,6 +116,11 @@ class MemoryActuator:
                 raise TargetNotFound("deployment 'gone' not found")
             self.calls.append((replicas, dict(busy_by_pod)))
             self.replicas = replicas
+
+    def rollout(self) -> Rollout | None:
+        with self.lock:
+            self.rollout_reads += 1
+            return self.rolling
 
 
 def scaler_object(**spec: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from taskscale.controller.rules import (
     ordinal_hold,
     pause,
     queue_wait,
+    rollout_hold,
     sizing,
     stabilization,
     steady,
@@ -51,6 +52,7 @@ RULES: tuple[Rule, ...] = (
     steady.apply,  # Steady: nothing changes
     no_scheduler.apply,  # (sentence) due tasks not counted with no scheduler alive
     caps.apply,  # (sentence) tasks waiting beyond a concurrency cap
+    rollout_hold.apply,  # RolloutHold: no scale-down in the middle of a rollout
     ordinal_hold.apply,  # HoldActive: a StatefulSet keeps its highest busy ordinal
 )
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from taskscale.controller.history import RECOMMENDATION, History
-from taskscale.controller.types import Decision, Observation, ScalingPolicy, busy_by_pod
+from taskscale.controller.types import Decision, Observation, Rollout, ScalingPolicy, busy_by_pod
 
 #: The pause annotations (read by rules/pause.py).
 PAUSED_ANNOTATION = "taskscale.io/paused"
@@ -62,6 +62,9 @@ class Facts(NamedTuple):
     redis_failures: int = 0  #: passes in a row that could not read Redis
     redis_error: str = ""
     statefulset: str | None = None  #: the target's name when it is a StatefulSet
+    #: A Deployment's rollout, read by the pass only to check a scale-down
+    #: (rules/rollout_hold.py); None: not read, or the target has none.
+    rollout: Rollout | None = None
 
 
 class Sizing(NamedTuple):

@@ -172,10 +172,13 @@ def _recommend(sizing: Sizing, policy: ScalingPolicy) -> tuple[int, str, str]:
         why = f"arrivals keep {sizing.busy_rate:.1f} tasks busy: {raw} replicas {per}"
     elif sizing.upcoming and by_work > ceil_div(sizing.work, tpr):
         raw, code = by_work, ReasonCode.LOOKAHEAD
-        why = (
-            f"{counts} and {sizing.upcoming} delayed due within the warm-up lead "
-            f"need {raw} replicas {per}"
-        )
+        lead = "the warm-up lead"
+        if policy.provisioning_lead_s:
+            lead = (
+                f"{policy.lookahead_s:g} s ({policy.warmup_lead_s:g} s warm-up + "
+                f"{policy.provisioning_lead_s:g} s node provisioning)"
+            )
+        why = f"{counts} and {sizing.upcoming} delayed due within {lead} need {raw} replicas {per}"
     elif sizing.active and not (sizing.queued or sizing.due or sizing.upcoming or sizing.capped):
         raw, code = by_work, ReasonCode.HOLD_ACTIVE
         why = f"nothing queued, {sizing.active} tasks active need {raw} replicas {per}"

@@ -184,6 +184,8 @@
       el("h2", { text: s.scaler }, el("small", { text: " sizes " + (s.target || "?") })),
       head,
       el("p", { class: "sentence now", text: s.problem ? s.problem + ": " + s.message : s.reason || "" }),
+      ...(s.rollout_hold ? [el("p", { class: "warn", "data-field": "rollout-hold",
+        text: "Rollout in progress: scale-down held until it ends" })] : []),
       el("p", { class: "muted" }, "types: ", ...types.flatMap((a) => [a, " "]),
         ` · last pass ${ago(now - s.reported_ms / 1000)} ago`),
       el("ol", { class: "timeline" }, ...items));
