@@ -25,11 +25,13 @@
 -- ARGV[6..]      L, the number of ready-list templates (one per priority level,
 --                any order: the default priority's first is cheapest), then L pairs;
 --                next n, the number of types, then the n type names;
---                next m, the number of stats fields, then the m fields;
 --                next k, the number of look-ahead windows, then k pairs
 --                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead];
 --                next a, the number of types whose oldest ready task is read,
---                then their indexes 1..n (the others' ready age comes back as -2)
+--                then their indexes 1..n (the others' ready age comes back as -2);
+--                next m, the number of stats fields read this pass, then the m
+--                fields (the caller reads the ones the policy needs on every
+--                pass, and all of them only now and then)
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers, schedulers, oldest[n],
@@ -67,9 +69,9 @@ local delayed_before, delayed_after = take(), take()
 local stats_before, stats_after = take(), take()
 local list_templates, levels = take_list(2)
 local names, n = take_list(1)
-local fields, m = take_list(1)
 local windows, k = take_list(2)
 local aged = take_list(1)
+local fields, m = take_list(1)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
 local function hmget_all(key, wanted)
@@ -104,25 +106,53 @@ for _, i in ipairs(aged) do
     wants_age[tonumber(i)] = true
 end
 
+-- A type's delayed set is read from its first DELAYED_HEAD entries in one
+-- call: when the set is shorter, or its last read entry lies beyond what is
+-- counted (due: now; upcoming: now + lead), the counts come from those scores
+-- (the set is sorted by score); only a longer run of due or upcoming tasks
+-- costs a ZCOUNT.  An empty set costs that one call.
+local DELAYED_HEAD = 16
+
+local function count_within(scores, low, high)
+    local c = 0
+    for _, s in ipairs(scores) do
+        if s > high then
+            break
+        end
+        if s > low then
+            c = c + 1
+        end
+    end
+    return c
+end
+
 -- Per type: its ready count from KEYS[6] (read as 0 when below: claims of
 -- tasks a producer pushed without counting, until the scheduler's recount
--- repairs it), the
--- earliest delayed task first (an empty set costs that one call; a set
--- with nothing due costs no ZCOUNT), the stats counters.
+-- repairs it), the head of its delayed set, the stats counters asked for.
 local per_type = {}
 local delayed_keys = {}
+local delayed_heads = {}
 local oldest = {}
 for i = 1, n do
     local name = names[i]
     local queued = math.max(0, tonumber(ready_counts[i]) or 0)
     local delayed = delayed_before .. name .. delayed_after
     local due, ages = 0, {-2, -1}
-    local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-    if first[2] then
+    local head = redis.call('ZRANGE', delayed, 0, DELAYED_HEAD - 1, 'WITHSCORES')
+    if head[2] then
+        local scores = {}
+        for j = 2, #head, 2 do
+            scores[#scores + 1] = tonumber(head[j])
+        end
         delayed_keys[i] = delayed
-        local earliest = tonumber(first[2])
+        delayed_heads[i] = scores
+        local earliest = scores[1]
         if earliest <= now then
-            due = redis.call('ZCOUNT', delayed, '-inf', now)
+            if #scores == DELAYED_HEAD and scores[DELAYED_HEAD] <= now then
+                due = redis.call('ZCOUNT', delayed, '-inf', now)
+            else
+                due = count_within(scores, -math.huge, now)
+            end
             ages[2] = now - earliest
         end
     end
@@ -143,10 +173,15 @@ end
 local upcoming = {}
 for w = 1, k do
     local i = tonumber(windows[2 * w - 1])
-    local lead = tonumber(windows[2 * w])
+    local high = now + tonumber(windows[2 * w])
+    local scores = delayed_heads[i]
     upcoming[w] = 0
-    if delayed_keys[i] then
-        upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
+    if scores then
+        if #scores == DELAYED_HEAD and scores[DELAYED_HEAD] <= high then
+            upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, high)
+        else
+            upcoming[w] = count_within(scores, now, high)
+        end
     end
 end
 
