@@ -15,10 +15,9 @@ from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.keys import Keys
 
 BUSY, IDLE, WORKERS = 40, 20, 5
-#: Per busy type and steady pass: the head of its delayed set (one ZRANGE:
-#: its due and look-ahead counts come from the head's scores) and the stats
-#: counters (HMGET).
-BUSY_CALLS = 2
+#: Per busy type and steady pass: the first delayed entry (ZRANGE), its due
+#: count (ZCOUNT), the look-ahead (ZCOUNT) and the stats counters (HMGET).
+BUSY_CALLS = 4
 #: Per type with nothing delayed: ZRANGE and HMGET.
 IDLE_CALLS = 2
 #: Per type whose oldest ready task is read: LINDEX of its ten lists.

@@ -1,7 +1,7 @@
-"""observe.lua counts a type's due and upcoming delayed tasks from the head of
-its delayed set (one ZRANGE) and falls back to ZCOUNT only when the head does
-not reach past what is counted: the counts must be exact on both sides of
-that boundary (issue 28)."""
+"""observe.lua's due and upcoming delayed counts are exact for short and long
+runs of due and upcoming tasks, and per look-ahead window when two scalers
+read one type with different leads (a guard for any cheaper way of reading
+the delayed set: issue 28 tried counting from the set's first 16 scores)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from support.controller import redis_ms
 from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.keys import Keys
 
-#: observe.lua's DELAYED_HEAD.
+#: The head size issue 28 tried; the counts are checked around it.
 HEAD = 16
 LEAD_S = 60
 
