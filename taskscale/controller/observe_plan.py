@@ -32,6 +32,12 @@ STAT_FIELDS: tuple[str, ...] = (
     "dead_dropped",
 )
 
+#: The counters the policy reads on every pass (the sizing rule's arrival rate
+#: and service time: claimed, completed, failed, service_ms), a slice of
+#: STAT_FIELDS; the others (metrics only) are read with the sampled
+#: oldest-ready ages, every ``Observer.ages_every_s``.
+EVERY_PASS_STATS = slice(1, 5)
+
 
 @dataclass(frozen=True)
 class ObserveRequest:
@@ -72,7 +78,8 @@ class Plan:
 
 def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
     """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV
-    (all but the last list, the types whose oldest ready task is read)."""
+    (all but the per-pass tail: the types whose oldest ready task is read and
+    the stats fields read)."""
     types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
     for t in types:
         check_name("task type", t)  # it becomes part of key names inside the script
@@ -87,8 +94,6 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
         *(part for pair in lists for part in pair),
         len(types),
         *types,
-        len(STAT_FIELDS),
-        *STAT_FIELDS,
         len(windows),
         *(value for t, ms in windows for value in (index[t], ms)),
     ]

@@ -34,8 +34,14 @@ import redis
 from redis.client import PubSub
 
 from taskscale.backoff import exponential
+from taskscale.controller.observe_plan import (
+    EVERY_PASS_STATS,
+    STAT_FIELDS,
+    Plan,
+    build_plan,
+    lead_ms,
+)
 from taskscale.controller.observe_plan import ObserveRequest as ObserveRequest
-from taskscale.controller.observe_plan import Plan, build_plan, lead_ms
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import Keys
 from taskscale.limits import TypeLimits
@@ -58,7 +64,9 @@ class Observer:
 
     The oldest ready task of a type a request does not name in ``ages`` is
     read at most every ``ages_every_s`` seconds; in between its last reading
-    is reported (None once the type has no ready task).
+    is reported (None once the type has no ready task).  So are the stats
+    counters the policy does not use on every pass (EVERY_PASS_STATS): they
+    are read on the same full passes and reported from the last one between.
     """
 
     def __init__(self, client: RedisClient, keys: Keys, *, ages_every_s: float = 10.0) -> None:
@@ -69,6 +77,7 @@ class Observer:
         self.ages_every_s = ages_every_s
         self._ages_read_at = -float("inf")  # time.monotonic() of the last full read
         self._ready_ms: dict[str, int] = {}  # type -> its last oldest-ready reading
+        self._stats: dict[str, list[int]] = {}  # type -> its STAT_FIELDS at the last full read
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
         """One round trip; returns one :class:`Observation` per request name."""
@@ -76,11 +85,13 @@ class Observer:
         started = time.monotonic()
         full = started - self._ages_read_at >= self.ages_every_s
         aged: Sequence[int] = range(1, len(plan.types) + 1) if full else plan.every_pass_ages
-        args = [*plan.args, len(aged), *aged]
+        fields = STAT_FIELDS if full else STAT_FIELDS[EVERY_PASS_STATS]
+        args = [*plan.args, len(aged), *aged, len(fields), *fields]
         reply = self._script(keys=list(plan.keys), args=args, client=self._client)
         if full:
             self._ages_read_at = started
-        return _assemble(reply, plan, requests, self._ready_ms)
+            self._stats.clear()  # refilled for the types read now (drops the gone ones)
+        return _assemble(reply, plan, requests, self._ready_ms, self._stats, full)
 
     def _plan(self, requests: Mapping[str, ObserveRequest]) -> Plan:
         signature = tuple(sorted((n, r.types, r.lead_s, r.ages) for n, r in requests.items()))
@@ -92,7 +103,12 @@ class Observer:
 
 
 def _assemble(
-    reply: Any, plan: Plan, requests: Mapping[str, ObserveRequest], ready_ms: dict[str, int]
+    reply: Any,
+    plan: Plan,
+    requests: Mapping[str, ObserveRequest],
+    ready_ms: dict[str, int],
+    stats: dict[str, list[int]],
+    full: bool,
 ) -> dict[str, Observation]:
     try:
         (
@@ -115,12 +131,14 @@ def _assemble(
                 ready_ms[t] = read
             elif not int(per_type[i][0]):
                 ready_ms[t] = -1  # nothing ready: no stale age
+            _update_stats(stats, t, per_type[i], full)
         by_window = {
             window: _type_observation(
                 window[0],
                 active[i],
                 idle[i],
                 per_type[i],
+                stats[window[0]],
                 ahead,
                 (ready_ms.get(window[0], -1), int(ages[i][1])),
                 lims[i],
@@ -144,11 +162,28 @@ def _assemble(
     return out
 
 
+def _update_stats(
+    stats: dict[str, list[int]], task_type: str, row: Sequence[Any], full: bool
+) -> None:
+    """Keep the type's counters: all of STAT_FIELDS on a full pass, the
+    EVERY_PASS_STATS ones in place otherwise (row = {queued, due, values...});
+    a type first seen between full passes reads 0 for the others until the next."""
+    read = [0 if v is None else int(v) for v in row[2:]]
+    if full:
+        stats[task_type] = read
+        return
+    counters = stats.get(task_type)
+    if counters is None:
+        counters = stats[task_type] = [0] * len(STAT_FIELDS)
+    counters[EVERY_PASS_STATS] = read
+
+
 def _type_observation(
     task_type: str,
     active: Any,
     idle: Any,
     row: Sequence[Any],
+    counters: Sequence[int],
     upcoming: Any,
     ages_ms: tuple[int, int],
     limits_spec: Any,
@@ -157,8 +192,7 @@ def _type_observation(
     """One type's reading, built once: the oldest waits ({ms, ms}, -1 = none)
     and the flow-control limits (a field that does not decode is none, as it
     is for claim.lua) included."""
-    queued, due, *stats = row
-    counters = [0 if v is None else int(v) for v in stats]
+    queued, due = row[0], row[1]
     ready_ms, due_ms = ages_ms
     concurrency, rate = None, None
     if limits_spec is not None:

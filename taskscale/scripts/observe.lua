@@ -25,11 +25,13 @@
 -- ARGV[6..]      L, the number of ready-list templates (one per priority level,
 --                any order: the default priority's first is cheapest), then L pairs;
 --                next n, the number of types, then the n type names;
---                next m, the number of stats fields, then the m fields;
 --                next k, the number of look-ahead windows, then k pairs
 --                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead];
 --                next a, the number of types whose oldest ready task is read,
---                then their indexes 1..n (the others' ready age comes back as -2)
+--                then their indexes 1..n (the others' ready age comes back as -2);
+--                next m, the number of stats fields read this pass, then the m
+--                fields (the caller reads the ones the policy needs on every
+--                pass, and all of them only now and then)
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
 --          upcoming[k], workers, schedulers, oldest[n],
@@ -67,9 +69,9 @@ local delayed_before, delayed_after = take(), take()
 local stats_before, stats_after = take(), take()
 local list_templates, levels = take_list(2)
 local names, n = take_list(1)
-local fields, m = take_list(1)
 local windows, k = take_list(2)
 local aged = take_list(1)
+local fields, m = take_list(1)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
 local function hmget_all(key, wanted)
@@ -108,7 +110,9 @@ end
 -- tasks a producer pushed without counting, until the scheduler's recount
 -- repairs it), the
 -- earliest delayed task first (an empty set costs that one call; a set
--- with nothing due costs no ZCOUNT), the stats counters.
+-- with nothing due costs no ZCOUNT), the stats counters asked for.  (Reading
+-- the set's first 16 entries WITHSCORES in one call instead, to count from
+-- their scores, cost ~3x as much in Redis as these up to three calls.)
 local per_type = {}
 local delayed_keys = {}
 local oldest = {}
