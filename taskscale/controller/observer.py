@@ -120,106 +120,106 @@ def _assemble(
             upcoming,
             flat_workers,
             schedulers,
-            ages,
             lims,
             paused,
         ) = reply
         at = ServerTime.from_reply(seconds, micros).unix_s
-        for i, t in enumerate(plan.types):
-            read = int(ages[i][0])
-            if read != -2:
-                ready_ms[t] = read
-            elif not int(per_type[i][0]):
-                ready_ms[t] = -1  # nothing ready: no stale age
-            _update_stats(stats, t, per_type[i], full)
-        by_window = {
-            window: _type_observation(
-                window[0],
-                active[i],
-                idle[i],
-                per_type[i],
-                stats[window[0]],
-                ahead,
-                (ready_ms.get(window[0], -1), int(ages[i][1])),
-                lims[i],
-                paused[i] is not None,
-            )
-            for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True)
-        }
+        rows = _type_rows(plan.types, active, idle, per_type, lims, paused, ready_ms, stats, full)
+        by_window = {}
+        for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
+            head, tail = rows[i]
+            by_window[window] = TypeObservation.from_values((*head, int(ahead), *tail))
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
+    serving = _serving(workers)
     out: dict[str, Observation] = {}
     for name, request in requests.items():
         ms = lead_ms(request)
-        served = set(request.types)
+        served = sorted({w for t in request.types for w in serving.get(t, ())})
         out[name] = Observation(
             at=at,
             types={t: by_window[(t, ms)] for t in request.types},
-            workers=tuple(w for w in workers if served.intersection(w.types)),
+            workers=tuple(workers[w] for w in served),
             schedulers_alive=int(schedulers),
         )
     return out
 
 
-def _update_stats(
-    stats: dict[str, list[int]], task_type: str, row: Sequence[Any], full: bool
-) -> None:
-    """Keep the type's counters: all of STAT_FIELDS on a full pass, the
-    EVERY_PASS_STATS ones in place otherwise (row = {queued, due, values...});
-    a type first seen between full passes reads 0 for the others until the next."""
-    read = [0 if v is None else int(v) for v in row[2:]]
-    if full:
-        stats[task_type] = read
-        return
-    counters = stats.get(task_type)
-    if counters is None:
-        counters = stats[task_type] = [0] * len(STAT_FIELDS)
-    counters[EVERY_PASS_STATS] = read
+#: A type's values before and after ``upcoming`` (which depends on the
+#: window's lead), in the order of TypeObservation's fields.
+_Row = tuple[tuple[object, ...], tuple[object, ...]]
 
 
-def _type_observation(
-    task_type: str,
-    active: Any,
-    idle: Any,
-    row: Sequence[Any],
-    counters: Sequence[int],
-    upcoming: Any,
-    ages_ms: tuple[int, int],
-    limits_spec: Any,
-    paused: bool = False,
-) -> TypeObservation:
-    """One type's reading, built once: the oldest waits ({ms, ms}, -1 = none)
-    and the flow-control limits (a field that does not decode is none, as it
-    is for claim.lua) included."""
-    queued, due = row[0], row[1]
-    ready_ms, due_ms = ages_ms
-    concurrency, rate = None, None
-    if limits_spec is not None:
-        try:
-            limits = TypeLimits.from_json(task_type, limits_spec)
-            concurrency, rate = limits.concurrency, limits.rate_per_s
-        except (ValueError, TypeError):
-            pass
-    # in the order of TypeObservation's fields (STAT_FIELDS: 6 counters, the
-    # ages, 4 more counters)
-    return TypeObservation.from_values(
-        (
-            task_type,
-            int(queued),
-            int(due),
-            int(upcoming),
-            max(0, 0 if active is None else int(active)),
-            None if idle is None else float(idle),
-            *counters[:6],
-            ready_ms / 1000.0 if ready_ms >= 0 else None,
+def _type_rows(
+    types: Sequence[str],
+    active: Sequence[Any],
+    idle: Sequence[Any],
+    per_type: Sequence[Any],
+    lims: Sequence[Any],
+    paused: Sequence[Any],
+    ready_ms: dict[str, int],
+    stats: dict[str, list[int]],
+    full: bool,
+) -> list[_Row]:
+    """Every type's reading, in one pass over the script's flat reply
+    (per type: queued, due, ready age ms, due age ms, the stats fields read;
+    -1 = none, -2 = the ready age was not read).  Keeps ``ready_ms`` (the
+    last oldest-ready reading) and ``stats`` (the counters: all of
+    STAT_FIELDS on a full pass, the EVERY_PASS_STATS ones in place
+    otherwise; a type first seen between full passes reads 0 for the others
+    until the next).  The limits are decoded as claim.lua does: a field that
+    does not decode is none."""
+    width = 4 + (len(STAT_FIELDS) if full else len(STAT_FIELDS[EVERY_PASS_STATS]))
+    if len(per_type) != width * len(types):
+        raise ValueError(f"{len(per_type)} per-type values for {len(types)} types")
+    rows: list[_Row] = []
+    base = 0
+    for i, t in enumerate(types):
+        queued, due, ready, due_ms = per_type[base : base + 4]
+        read = [0 if v is None else int(v) for v in per_type[base + 4 : base + width]]
+        base += width
+        if full:
+            counters = stats[t] = read
+        else:
+            counters = stats.get(t) or stats.setdefault(t, [0] * len(STAT_FIELDS))
+            counters[EVERY_PASS_STATS] = read
+        if ready != -2:
+            ready_ms[t] = ready
+        elif not queued:
+            ready_ms[t] = -1  # nothing ready: no stale age
+        ready = ready_ms.get(t, -1)
+        concurrency, rate = None, None
+        if lims[i] is not None:
+            try:
+                limits = TypeLimits.from_json(t, lims[i])
+                concurrency, rate = limits.concurrency, limits.rate_per_s
+            except (ValueError, TypeError):
+                pass
+        a = active[i]
+        tail = (
+            0 if a is None else max(0, int(a)),
+            None if idle[i] is None else float(idle[i]),
+            *counters[:6],  # STAT_FIELDS: 6 counters, the ages, 4 more counters
+            ready / 1000.0 if ready >= 0 else None,
             due_ms / 1000.0 if due_ms >= 0 else None,
             *counters[6:],
             concurrency,
             rate,
-            paused,
+            paused[i] is not None,
         )
-    )
+        rows.append(((t, int(queued), int(due)), tail))
+    return rows
+
+
+def _serving(workers: Sequence[WorkerObservation]) -> dict[str, list[int]]:
+    """Type -> the indexes of the workers serving it: which workers a scaler
+    sees, without testing every worker against every scaler (100 x 100)."""
+    index: dict[str, list[int]] = {}
+    for n, w in enumerate(workers):
+        for t in w.types:
+            index.setdefault(t, []).append(n)
+    return index
 
 
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:

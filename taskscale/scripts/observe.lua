@@ -33,16 +33,18 @@
 --                fields (the caller reads the ones the policy needs on every
 --                pass, and all of them only now and then)
 --
--- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
---          upcoming[k], workers, schedulers, oldest[n],
---          limits[n], paused[n]}
---   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
+-- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n * (4 + m)],
+--          upcoming[k], workers, schedulers, limits[n], paused[n]}
+--   per_type    = flat, 4 + m values per type, in the order of the names:
+--                 queued, due, ready age ms, due age ms, then the m stats field
+--                 values (nil if unset).  The ages: how long the oldest ready
+--                 task has waited (lib/oldest_ready.lua: the rule the console
+--                 shares; -2 when not asked for), and how long the earliest due
+--                 delayed task has been due; -1 when there is none.  Redis
+--                 clock.  (Flat, not a table per type: 2000 small tables cost
+--                 Redis and the client's parser more than the values.)
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
---   oldest[i]   = {ready age ms, due age ms}: how long the oldest ready task has
---                 waited (lib/oldest_ready.lua: the rule the console shares; -2
---                 when not asked for), and how long the earliest due delayed
---                 task has been due; -1 when there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none
 --   paused[i]   = the ms the type was paused since, nil if it is not paused
 --
@@ -115,33 +117,36 @@ end
 -- their scores, cost ~3x as much in Redis as these up to three calls.)
 local per_type = {}
 local delayed_keys = {}
-local oldest = {}
+local filled = 0
 for i = 1, n do
     local name = names[i]
     local queued = math.max(0, tonumber(ready_counts[i]) or 0)
     local delayed = delayed_before .. name .. delayed_after
-    local due, ages = 0, {-2, -1}
+    local due, ready_ms, due_ms = 0, -2, -1
     local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
     if first[2] then
         delayed_keys[i] = delayed
         local earliest = tonumber(first[2])
         if earliest <= now then
             due = redis.call('ZCOUNT', delayed, '-inf', now)
-            ages[2] = now - earliest
+            due_ms = now - earliest
         end
     end
     if wants_age[i] then
-        ages[1] = queued > 0 and ready_age(name) or -1
+        ready_ms = queued > 0 and ready_age(name) or -1
     end
-    oldest[i] = ages
-    local row = {queued, due}
+    per_type[filled + 1] = queued
+    per_type[filled + 2] = due
+    per_type[filled + 3] = ready_ms
+    per_type[filled + 4] = due_ms
+    filled = filled + 4
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
-            row[2 + j] = values[j]
+            per_type[filled + j] = values[j]
         end
+        filled = filled + m
     end
-    per_type[i] = row
 end
 
 local upcoming = {}
@@ -173,5 +178,4 @@ local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 local limits = hmget_all(KEYS[5], names)
 local paused = hmget_all(KEYS[7], names)
 
-return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits,
-        paused}
+return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, limits, paused}
