@@ -84,9 +84,9 @@ class Observer:
         plan = self._plan(requests)
         started = time.monotonic()
         full = started - self._ages_read_at >= self.ages_every_s
-        aged: Sequence[int] = range(1, len(plan.types) + 1) if full else plan.every_pass_ages
+        aged = plan.all_ages if full else plan.every_pass_ages
         fields = STAT_FIELDS if full else STAT_FIELDS[EVERY_PASS_STATS]
-        args = [*plan.args, len(aged), *aged, len(fields), *fields]
+        args = [*plan.args, aged, len(fields), *fields]
         reply = self._script(keys=list(plan.keys), args=args, client=self._client)
         if full:
             self._ages_read_at = started

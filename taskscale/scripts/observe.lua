@@ -24,14 +24,18 @@
 -- ARGV[5]        stats hash template: after
 -- ARGV[6..]      L, the number of ready-list templates (one per priority level,
 --                any order: the default priority's first is cheapest), then L pairs;
---                next n, the number of types, then the n type names;
---                next k, the number of look-ahead windows, then k pairs
---                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead];
---                next a, the number of types whose oldest ready task is read,
---                then their indexes 1..n (the others' ready age comes back as -2);
+--                next the n type names, in one argument, separated by spaces;
+--                next the k look-ahead windows, in one argument: k pairs
+--                "type-index lead-ms" (index 1..n), all separated by spaces:
+--                upcoming = ZCOUNT (now, now+lead];
+--                next the indexes 1..n of the types whose oldest ready task is
+--                read, in one argument, separated by spaces (the others' ready
+--                age comes back as -2);
 --                next m, the number of stats fields read this pass, then the m
 --                fields (the caller reads the ones the policy needs on every
---                pass, and all of them only now and then)
+--                pass, and all of them only now and then).
+--                (One argument per list, not one per item: the client spent
+--                more on packing 3000 arguments than Redis on the reads.)
 --
 -- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n * (4 + m)],
 --          upcoming[k], workers, schedulers, limits[n], paused[n]}
@@ -66,13 +70,23 @@ local function take_list(width)
     return out, count
 end
 
+local function words(text)
+    local out = {}
+    for word in string.gmatch(text, '%S+') do
+        out[#out + 1] = word
+    end
+    return out
+end
+
 local worker_prefix = ARGV[1]
 local delayed_before, delayed_after = take(), take()
 local stats_before, stats_after = take(), take()
 local list_templates, levels = take_list(2)
-local names, n = take_list(1)
-local windows, k = take_list(2)
-local aged = take_list(1)
+local names = words(take())
+local n = #names
+local windows = words(take())
+local k = #windows / 2
+local aged = words(take())
 local fields, m = take_list(1)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
