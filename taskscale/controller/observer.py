@@ -190,9 +190,10 @@ def _type_rows(
             ready_ms[t] = -1  # nothing ready: no stale age
         ready = ready_ms.get(t, -1)
         concurrency, rate = None, None
-        if lims[i] is not None:
+        spec = lims[i] if lims else None  # empty: no type has limits
+        if spec is not None:
             try:
-                limits = TypeLimits.from_json(t, lims[i])
+                limits = TypeLimits.from_json(t, spec)
                 concurrency, rate = limits.concurrency, limits.rate_per_s
             except (ValueError, TypeError):
                 pass
@@ -206,7 +207,7 @@ def _type_rows(
             *counters[6:],
             concurrency,
             rate,
-            paused[i] is not None,
+            bool(paused) and paused[i] is not None,  # empty: none paused
         )
         rows.append(((t, int(queued), int(due)), tail))
     return rows

@@ -51,6 +51,8 @@
 --                 lease has not expired and whose record still exists.
 --   limits[i]   = the type's JSON limits, nil if none
 --   paused[i]   = the ms the type was paused since, nil if it is not paused
+--   (limits and paused are empty arrays when their hash is: no type has
+--   limits or is paused, the common case, costs no n-field HMGET)
 --
 -- Errors: none
 
@@ -189,7 +191,15 @@ end
 -- Live schedulers: without one, due delayed tasks never become ready.
 local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 
-local limits = hmget_all(KEYS[5], names)
-local paused = hmget_all(KEYS[7], names)
+-- Most namespaces set limits or pause for few types, if any: an empty hash
+-- (HLEN 0) is not read field by field.
+local function hmget_if_any(key)
+    if redis.call('HLEN', key) == 0 then
+        return {}
+    end
+    return hmget_all(key, names)
+end
+local limits = hmget_if_any(KEYS[5])
+local paused = hmget_if_any(KEYS[7])
 
 return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, limits, paused}
