@@ -127,8 +127,9 @@ def _assemble(
         rows = _type_rows(plan.types, active, idle, per_type, lims, paused, ready_ms, stats, full)
         by_window = {}
         for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
-            head, tail = rows[i]
-            by_window[window] = TypeObservation.from_values((*head, int(ahead), *tail))
+            values = rows[i]
+            values[3] = int(ahead)  # the window's own; the rest is the type's
+            by_window[window] = TypeObservation.from_values(values)
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
@@ -146,9 +147,9 @@ def _assemble(
     return out
 
 
-#: A type's values before and after ``upcoming`` (which depends on the
-#: window's lead), in the order of TypeObservation's fields.
-_Row = tuple[tuple[object, ...], tuple[object, ...]]
+#: A type's values in the order of TypeObservation's fields, ``upcoming``
+#: (index 3) left to each window (it depends on the window's lead).
+_Row = list[object]
 
 
 def _type_rows(
@@ -197,19 +198,32 @@ def _type_rows(
                 concurrency, rate = limits.concurrency, limits.rate_per_s
             except (ValueError, TypeError):
                 pass
-        a = active[i]
-        tail = (
-            0 if a is None else max(0, int(a)),
-            None if idle[i] is None else float(idle[i]),
-            *counters[:6],  # STAT_FIELDS: 6 counters, the ages, 4 more counters
-            ready / 1000.0 if ready >= 0 else None,
-            due_ms / 1000.0 if due_ms >= 0 else None,
-            *counters[6:],
-            concurrency,
-            rate,
-            bool(paused) and paused[i] is not None,  # empty: none paused
+        a, c = active[i], counters  # STAT_FIELDS: 6 counters, the ages, 4 more
+        rows.append(
+            [
+                t,
+                int(queued),
+                int(due),
+                0,
+                0 if a is None else max(0, int(a)),
+                None if idle[i] is None else float(idle[i]),
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                c[4],
+                c[5],
+                ready / 1000.0 if ready >= 0 else None,
+                due_ms / 1000.0 if due_ms >= 0 else None,
+                c[6],
+                c[7],
+                c[8],
+                c[9],
+                concurrency,
+                rate,
+                bool(paused) and paused[i] is not None,  # empty: none paused
+            ]
         )
-        rows.append(((t, int(queued), int(due)), tail))
     return rows
 
 
