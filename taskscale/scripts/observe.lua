@@ -133,6 +133,7 @@ end
 -- their scores, cost ~3x as much in Redis as these up to three calls.)
 local per_type = {}
 local delayed_keys = {}
+local earliest_of = {}
 local filled = 0
 for i = 1, n do
     local name = names[i]
@@ -141,8 +142,9 @@ for i = 1, n do
     local due, ready_ms, due_ms = 0, -2, -1
     local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
     if first[2] then
-        delayed_keys[i] = delayed
         local earliest = tonumber(first[2])
+        delayed_keys[i] = delayed
+        earliest_of[i] = earliest
         if earliest <= now then
             due = redis.call('ZCOUNT', delayed, '-inf', now)
             due_ms = now - earliest
@@ -170,7 +172,8 @@ for w = 1, k do
     local i = tonumber(windows[2 * w - 1])
     local lead = tonumber(windows[2 * w])
     upcoming[w] = 0
-    if delayed_keys[i] then
+    -- earliest beyond the lead: nothing upcoming, no ZCOUNT
+    if delayed_keys[i] and earliest_of[i] <= now + lead then
         upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
     end
 end
