@@ -32,6 +32,12 @@ STAT_FIELDS: tuple[str, ...] = (
     "dead_dropped",
 )
 
+#: The counters the policy reads on every pass (the sizing rule's arrival rate
+#: and service time: claimed, completed, failed, service_ms), a slice of
+#: STAT_FIELDS; the others (metrics only) are read with the sampled
+#: oldest-ready ages, every ``Observer.ages_every_s``.
+EVERY_PASS_STATS = slice(1, 5)
+
 
 @dataclass(frozen=True)
 class ObserveRequest:
@@ -66,13 +72,17 @@ class Plan:
     windows: tuple[tuple[str, int], ...]
     #: 0-based index in ``types`` of each window's type.
     window_types: tuple[int, ...]
-    #: 1-based indexes of the types whose oldest ready task every pass reads.
-    every_pass_ages: tuple[int, ...]
+    #: 1-based indexes of the types whose oldest ready task every pass reads,
+    #: as the script takes them (one argument, separated by spaces).
+    every_pass_ages: str
+    #: The same for every type (a full pass).
+    all_ages: str
 
 
 def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
     """Deduplicate types across requests and lay out observe.lua's KEYS and ARGV
-    (all but the last list, the types whose oldest ready task is read)."""
+    (all but the per-pass tail: the types whose oldest ready task is read and
+    the stats fields read)."""
     types = tuple(dict.fromkeys(t for r in requests.values() for t in r.types))
     for t in types:
         check_name("task type", t)  # it becomes part of key names inside the script
@@ -85,17 +95,13 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
         *_template(keys.stats),
         len(lists),
         *(part for pair in lists for part in pair),
-        len(types),
-        *types,
-        len(STAT_FIELDS),
-        *STAT_FIELDS,
-        len(windows),
-        *(value for t, ms in windows for value in (index[t], ms)),
+        " ".join(types),
+        " ".join(f"{index[t]} {ms}" for t, ms in windows),
     ]
     aged = dict.fromkeys(
         t for r in requests.values() for t in (r.types if r.ages is None else r.ages)
     )
-    every_pass = tuple(index[t] for t in aged if t in index)
+    every_pass = " ".join(str(index[t]) for t in aged if t in index)
     script_keys = (
         keys.active,
         keys.idle_since,
@@ -106,7 +112,8 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
         keys.paused,
     )
     window_types = tuple(index[t] - 1 for t, _ in windows)
-    return Plan(types, script_keys, tuple(args), windows, window_types, every_pass)
+    all_ages = " ".join(str(i) for i in range(1, len(types) + 1))
+    return Plan(types, script_keys, tuple(args), windows, window_types, every_pass, all_ages)
 
 
 def lead_ms(request: ObserveRequest) -> int:

@@ -34,8 +34,14 @@ import redis
 from redis.client import PubSub
 
 from taskscale.backoff import exponential
+from taskscale.controller.observe_plan import (
+    EVERY_PASS_STATS,
+    STAT_FIELDS,
+    Plan,
+    build_plan,
+    lead_ms,
+)
 from taskscale.controller.observe_plan import ObserveRequest as ObserveRequest
-from taskscale.controller.observe_plan import Plan, build_plan, lead_ms
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
 from taskscale.keys import Keys
 from taskscale.limits import TypeLimits
@@ -58,7 +64,9 @@ class Observer:
 
     The oldest ready task of a type a request does not name in ``ages`` is
     read at most every ``ages_every_s`` seconds; in between its last reading
-    is reported (None once the type has no ready task).
+    is reported (None once the type has no ready task).  So are the stats
+    counters the policy does not use on every pass (EVERY_PASS_STATS): they
+    are read on the same full passes and reported from the last one between.
     """
 
     def __init__(self, client: RedisClient, keys: Keys, *, ages_every_s: float = 10.0) -> None:
@@ -69,18 +77,21 @@ class Observer:
         self.ages_every_s = ages_every_s
         self._ages_read_at = -float("inf")  # time.monotonic() of the last full read
         self._ready_ms: dict[str, int] = {}  # type -> its last oldest-ready reading
+        self._stats: dict[str, list[int]] = {}  # type -> its STAT_FIELDS at the last full read
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
         """One round trip; returns one :class:`Observation` per request name."""
         plan = self._plan(requests)
         started = time.monotonic()
         full = started - self._ages_read_at >= self.ages_every_s
-        aged: Sequence[int] = range(1, len(plan.types) + 1) if full else plan.every_pass_ages
-        args = [*plan.args, len(aged), *aged]
+        aged = plan.all_ages if full else plan.every_pass_ages
+        fields = STAT_FIELDS if full else STAT_FIELDS[EVERY_PASS_STATS]
+        args = [*plan.args, aged, len(fields), *fields]
         reply = self._script(keys=list(plan.keys), args=args, client=self._client)
         if full:
             self._ages_read_at = started
-        return _assemble(reply, plan, requests, self._ready_ms)
+            self._stats.clear()  # refilled for the types read now (drops the gone ones)
+        return _assemble(reply, plan, requests, self._ready_ms, self._stats, full)
 
     def _plan(self, requests: Mapping[str, ObserveRequest]) -> Plan:
         signature = tuple(sorted((n, r.types, r.lead_s, r.ages) for n, r in requests.items()))
@@ -92,7 +103,12 @@ class Observer:
 
 
 def _assemble(
-    reply: Any, plan: Plan, requests: Mapping[str, ObserveRequest], ready_ms: dict[str, int]
+    reply: Any,
+    plan: Plan,
+    requests: Mapping[str, ObserveRequest],
+    ready_ms: dict[str, int],
+    stats: dict[str, list[int]],
+    full: bool,
 ) -> dict[str, Observation]:
     try:
         (
@@ -104,88 +120,121 @@ def _assemble(
             upcoming,
             flat_workers,
             schedulers,
-            ages,
             lims,
             paused,
         ) = reply
         at = ServerTime.from_reply(seconds, micros).unix_s
-        for i, t in enumerate(plan.types):
-            read = int(ages[i][0])
-            if read != -2:
-                ready_ms[t] = read
-            elif not int(per_type[i][0]):
-                ready_ms[t] = -1  # nothing ready: no stale age
-        by_window = {
-            window: _type_observation(
-                window[0],
-                active[i],
-                idle[i],
-                per_type[i],
-                ahead,
-                (ready_ms.get(window[0], -1), int(ages[i][1])),
-                lims[i],
-                paused[i] is not None,
-            )
-            for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True)
-        }
+        rows = _type_rows(plan.types, active, idle, per_type, lims, paused, ready_ms, stats, full)
+        by_window = {}
+        for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
+            values = rows[i]
+            values[3] = int(ahead)  # the window's own; the rest is the type's
+            by_window[window] = TypeObservation.from_values(values)
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
+    serving = _serving(workers)
     out: dict[str, Observation] = {}
     for name, request in requests.items():
         ms = lead_ms(request)
-        served = set(request.types)
+        served = sorted({w for t in request.types for w in serving.get(t, ())})
         out[name] = Observation(
             at=at,
             types={t: by_window[(t, ms)] for t in request.types},
-            workers=tuple(w for w in workers if served.intersection(w.types)),
+            workers=tuple(workers[w] for w in served),
             schedulers_alive=int(schedulers),
         )
     return out
 
 
-def _type_observation(
-    task_type: str,
-    active: Any,
-    idle: Any,
-    row: Sequence[Any],
-    upcoming: Any,
-    ages_ms: tuple[int, int],
-    limits_spec: Any,
-    paused: bool = False,
-) -> TypeObservation:
-    """One type's reading, built once: the oldest waits ({ms, ms}, -1 = none)
-    and the flow-control limits (a field that does not decode is none, as it
-    is for claim.lua) included."""
-    queued, due, *stats = row
-    counters = [0 if v is None else int(v) for v in stats]
-    ready_ms, due_ms = ages_ms
-    concurrency, rate = None, None
-    if limits_spec is not None:
-        try:
-            limits = TypeLimits.from_json(task_type, limits_spec)
-            concurrency, rate = limits.concurrency, limits.rate_per_s
-        except (ValueError, TypeError):
-            pass
-    # in the order of TypeObservation's fields (STAT_FIELDS: 6 counters, the
-    # ages, 4 more counters)
-    return TypeObservation.from_values(
-        (
-            task_type,
-            int(queued),
-            int(due),
-            int(upcoming),
-            max(0, 0 if active is None else int(active)),
-            None if idle is None else float(idle),
-            *counters[:6],
-            ready_ms / 1000.0 if ready_ms >= 0 else None,
-            due_ms / 1000.0 if due_ms >= 0 else None,
-            *counters[6:],
-            concurrency,
-            rate,
-            paused,
+#: A type's values in the order of TypeObservation's fields, ``upcoming``
+#: (index 3) left to each window (it depends on the window's lead).
+_Row = list[object]
+
+
+def _type_rows(
+    types: Sequence[str],
+    active: Sequence[Any],
+    idle: Sequence[Any],
+    per_type: Sequence[Any],
+    lims: Sequence[Any],
+    paused: Sequence[Any],
+    ready_ms: dict[str, int],
+    stats: dict[str, list[int]],
+    full: bool,
+) -> list[_Row]:
+    """Every type's reading, in one pass over the script's flat reply
+    (per type: queued, due, ready age ms, due age ms, the stats fields read;
+    -1 = none, -2 = the ready age was not read).  Keeps ``ready_ms`` (the
+    last oldest-ready reading) and ``stats`` (the counters: all of
+    STAT_FIELDS on a full pass, the EVERY_PASS_STATS ones in place
+    otherwise; a type first seen between full passes reads 0 for the others
+    until the next).  The limits are decoded as claim.lua does: a field that
+    does not decode is none."""
+    width = 4 + (len(STAT_FIELDS) if full else len(STAT_FIELDS[EVERY_PASS_STATS]))
+    if len(per_type) != width * len(types):
+        raise ValueError(f"{len(per_type)} per-type values for {len(types)} types")
+    rows: list[_Row] = []
+    base = 0
+    for i, t in enumerate(types):
+        queued, due, ready, due_ms = per_type[base : base + 4]
+        read = [0 if v is None else int(v) for v in per_type[base + 4 : base + width]]
+        base += width
+        if full:
+            counters = stats[t] = read
+        else:
+            counters = stats.get(t) or stats.setdefault(t, [0] * len(STAT_FIELDS))
+            counters[EVERY_PASS_STATS] = read
+        if ready != -2:
+            ready_ms[t] = ready
+        elif not queued:
+            ready_ms[t] = -1  # nothing ready: no stale age
+        ready = ready_ms.get(t, -1)
+        concurrency, rate = None, None
+        spec = lims[i] if lims else None  # empty: no type has limits
+        if spec is not None:
+            try:
+                limits = TypeLimits.from_json(t, spec)
+                concurrency, rate = limits.concurrency, limits.rate_per_s
+            except (ValueError, TypeError):
+                pass
+        a, c = active[i], counters  # STAT_FIELDS: 6 counters, the ages, 4 more
+        rows.append(
+            [
+                t,
+                int(queued),
+                int(due),
+                0,
+                0 if a is None else max(0, int(a)),
+                None if idle[i] is None else float(idle[i]),
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                c[4],
+                c[5],
+                ready / 1000.0 if ready >= 0 else None,
+                due_ms / 1000.0 if due_ms >= 0 else None,
+                c[6],
+                c[7],
+                c[8],
+                c[9],
+                concurrency,
+                rate,
+                bool(paused) and paused[i] is not None,  # empty: none paused
+            ]
         )
-    )
+    return rows
+
+
+def _serving(workers: Sequence[WorkerObservation]) -> dict[str, list[int]]:
+    """Type -> the indexes of the workers serving it: which workers a scaler
+    sees, without testing every worker against every scaler (100 x 100)."""
+    index: dict[str, list[int]] = {}
+    for n, w in enumerate(workers):
+        for t in w.types:
+            index.setdefault(t, []).append(n)
+    return index
 
 
 def _workers(flat: Sequence[Any]) -> tuple[WorkerObservation, ...]:

@@ -24,25 +24,35 @@
 -- ARGV[5]        stats hash template: after
 -- ARGV[6..]      L, the number of ready-list templates (one per priority level,
 --                any order: the default priority's first is cheapest), then L pairs;
---                next n, the number of types, then the n type names;
---                next m, the number of stats fields, then the m fields;
---                next k, the number of look-ahead windows, then k pairs
---                (type index 1..n, lead ms): upcoming = ZCOUNT (now, now+lead];
---                next a, the number of types whose oldest ready task is read,
---                then their indexes 1..n (the others' ready age comes back as -2)
+--                next the n type names, in one argument, separated by spaces;
+--                next the k look-ahead windows, in one argument: k pairs
+--                "type-index lead-ms" (index 1..n), all separated by spaces:
+--                upcoming = ZCOUNT (now, now+lead];
+--                next the indexes 1..n of the types whose oldest ready task is
+--                read, in one argument, separated by spaces (the others' ready
+--                age comes back as -2);
+--                next m, the number of stats fields read this pass, then the m
+--                fields (the caller reads the ones the policy needs on every
+--                pass, and all of them only now and then).
+--                (One argument per list, not one per item: the client spent
+--                more on packing 3000 arguments than Redis on the reads.)
 --
--- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n],
---          upcoming[k], workers, schedulers, oldest[n],
---          limits[n], paused[n]}
---   per_type[i] = {queued, due, stats field values (m, nil if unset)...}
+-- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n * (4 + m)],
+--          upcoming[k], workers, schedulers, limits[n], paused[n]}
+--   per_type    = flat, 4 + m values per type, in the order of the names:
+--                 queued, due, ready age ms, due age ms, then the m stats field
+--                 values (nil if unset).  The ages: how long the oldest ready
+--                 task has waited (lib/oldest_ready.lua: the rule the console
+--                 shares; -2 when not asked for), and how long the earliest due
+--                 delayed task has been due; -1 when there is none.  Redis
+--                 clock.  (Flat, not a table per type: 2000 small tables cost
+--                 Redis and the client's parser more than the values.)
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
---   oldest[i]   = {ready age ms, due age ms}: how long the oldest ready task has
---                 waited (lib/oldest_ready.lua: the rule the console shares; -2
---                 when not asked for), and how long the earliest due delayed
---                 task has been due; -1 when there is none.  Redis clock.
 --   limits[i]   = the type's JSON limits, nil if none
 --   paused[i]   = the ms the type was paused since, nil if it is not paused
+--   (limits and paused are empty arrays when their hash is: no type has
+--   limits or is paused, the common case, costs no n-field HMGET)
 --
 -- Errors: none
 
@@ -62,14 +72,24 @@ local function take_list(width)
     return out, count
 end
 
+local function words(text)
+    local out = {}
+    for word in string.gmatch(text, '%S+') do
+        out[#out + 1] = word
+    end
+    return out
+end
+
 local worker_prefix = ARGV[1]
 local delayed_before, delayed_after = take(), take()
 local stats_before, stats_after = take(), take()
 local list_templates, levels = take_list(2)
-local names, n = take_list(1)
+local names = words(take())
+local n = #names
+local windows = words(take())
+local k = #windows / 2
+local aged = words(take())
 local fields, m = take_list(1)
-local windows, k = take_list(2)
-local aged = take_list(1)
 
 -- HMGET in slices: unpack() of thousands of names would overflow the Lua stack.
 local function hmget_all(key, wanted)
@@ -108,36 +128,43 @@ end
 -- tasks a producer pushed without counting, until the scheduler's recount
 -- repairs it), the
 -- earliest delayed task first (an empty set costs that one call; a set
--- with nothing due costs no ZCOUNT), the stats counters.
+-- with nothing due costs no ZCOUNT), the stats counters asked for.  (Reading
+-- the set's first 16 entries WITHSCORES in one call instead, to count from
+-- their scores, cost ~3x as much in Redis as these up to three calls.)
 local per_type = {}
 local delayed_keys = {}
-local oldest = {}
+local earliest_of = {}
+local filled = 0
 for i = 1, n do
     local name = names[i]
     local queued = math.max(0, tonumber(ready_counts[i]) or 0)
     local delayed = delayed_before .. name .. delayed_after
-    local due, ages = 0, {-2, -1}
+    local due, ready_ms, due_ms = 0, -2, -1
     local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
     if first[2] then
-        delayed_keys[i] = delayed
         local earliest = tonumber(first[2])
+        delayed_keys[i] = delayed
+        earliest_of[i] = earliest
         if earliest <= now then
             due = redis.call('ZCOUNT', delayed, '-inf', now)
-            ages[2] = now - earliest
+            due_ms = now - earliest
         end
     end
     if wants_age[i] then
-        ages[1] = queued > 0 and ready_age(name) or -1
+        ready_ms = queued > 0 and ready_age(name) or -1
     end
-    oldest[i] = ages
-    local row = {queued, due}
+    per_type[filled + 1] = queued
+    per_type[filled + 2] = due
+    per_type[filled + 3] = ready_ms
+    per_type[filled + 4] = due_ms
+    filled = filled + 4
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
-            row[2 + j] = values[j]
+            per_type[filled + j] = values[j]
         end
+        filled = filled + m
     end
-    per_type[i] = row
 end
 
 local upcoming = {}
@@ -145,7 +172,8 @@ for w = 1, k do
     local i = tonumber(windows[2 * w - 1])
     local lead = tonumber(windows[2 * w])
     upcoming[w] = 0
-    if delayed_keys[i] then
+    -- earliest beyond the lead: nothing upcoming, no ZCOUNT
+    if delayed_keys[i] and earliest_of[i] <= now + lead then
         upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
     end
 end
@@ -166,8 +194,15 @@ end
 -- Live schedulers: without one, due delayed tasks never become ready.
 local schedulers = redis.call('ZCOUNT', KEYS[4], now, '+inf')
 
-local limits = hmget_all(KEYS[5], names)
-local paused = hmget_all(KEYS[7], names)
+-- Most namespaces set limits or pause for few types, if any: an empty hash
+-- (HLEN 0) is not read field by field.
+local function hmget_if_any(key)
+    if redis.call('HLEN', key) == 0 then
+        return {}
+    end
+    return hmget_all(key, names)
+end
+local limits = hmget_if_any(KEYS[5])
+local paused = hmget_if_any(KEYS[7])
 
-return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, oldest, limits,
-        paused}
+return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, limits, paused}

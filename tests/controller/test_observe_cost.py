@@ -22,8 +22,9 @@ BUSY_CALLS = 4
 IDLE_CALLS = 2
 #: Per type whose oldest ready task is read: LINDEX of its ten lists.
 AGE_CALLS = 10
-#: The pass itself: TIME, 5 hash reads (active, idle, QUEUED, limits, paused)
-#: of up to 500 types each, ZRANGEBYSCORE of the workers, ZCOUNT of the
+#: The pass itself: TIME, 3 hash reads (active, idle, QUEUED) of up to 500
+#: types each, an HLEN of the limits and of the paused hash (empty here, so
+#: not read field by field), ZRANGEBYSCORE of the workers, ZCOUNT of the
 #: schedulers.
 FIXED_CALLS = 8
 
