@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 import redis
 
 from taskscale.controller.config import ScalerConfig
+from taskscale.controller.job_demand import CountsJobs, JobCensus, decide_jobs
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
@@ -116,9 +117,16 @@ class ReconcilePass:
             log.exception("%s: reading the target failed", config.key)
             return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         scaler.last_current = current
-        decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
+        jobs = None
+        if isinstance(scaler.actuator, CountsJobs):  # Job mode: which Jobs have claimed
+            workers = observation.workers if observation is not None else ()
+            jobs = scaler.actuator.census(busy_by_pod(workers))
+            self._metrics.record_jobs(config.key, jobs.as_dict())
+        decision = _decide(
+            scaler, observation, now=now, current=current, error=redis_error, jobs=jobs
+        )
         self._record(config.key, observation, current, decision)
-        outcome = _replace(base, current=current, decision=decision)
+        outcome = _replace(base, current=current, decision=decision, jobs=jobs)
         if redis_error is not None:
             outcome = _replace(outcome, problem=Problem.REDIS_UNREACHABLE, message=redis_error)
         if decision.desired == current:
@@ -168,10 +176,16 @@ def _decide(
     now: float,
     current: int,
     error: str | None,
+    jobs: JobCensus | None = None,
 ) -> Decision:
-    """The scaling rules' decision, with the scaler's pause, fallback and target kind."""
+    """The scaling rules' decision, with the scaler's pause, fallback and target
+    kind; in Job mode (``jobs``: the census), how many Jobs should be active."""
     config = scaler.config
     scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
+    if jobs is not None:
+        decision = decide_jobs(observation, config.policy, jobs, pause=config.pause)
+        scaler.history.record(now, observation, decision)
+        return decision
     decision = apply_rules(
         Facts(
             observation,

@@ -36,6 +36,8 @@ class EventReason:
     THREADS_MATCH = "TasksPerReplicaMatches"
     PAUSED = "Paused"
     RESUMED = "Resumed"
+    #: Job mode: a batch of Jobs created in one pass (one Event per batch).
+    JOBS_CREATED = "JobsCreated"
 
 
 class ConditionType:
@@ -75,6 +77,8 @@ def build_status(
     status["pausedReplicas"] = pause.replicas if pause is not None else None
     if outcome.observation is not None:
         status["observations"] = observations_status(outcome.observation)
+    if outcome.jobs is not None:  # Job mode: the Jobs by phase (job_demand.JobCensus)
+        status["jobs"] = outcome.jobs.as_dict()
     status["conditions"] = merge_conditions(
         previous.get("conditions") or [],
         conditions_for(outcome),
