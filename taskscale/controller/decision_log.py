@@ -68,6 +68,8 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
         "reason": "" if decision is None else decision.reason,
         "problem": outcome.problem,
         "message": outcome.message,
+        # Job mode: the Jobs by phase (current/desired are then active Jobs)
+        "jobs": None if outcome.jobs is None else outcome.jobs.as_dict(),
     }
 
 
