@@ -6,9 +6,11 @@ scaler's label, POD_NAME from the Downward API, restartPolicy and TTL."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from support.controller import scaler_object
 from taskscale.controller.config import InvalidSpec, config_from_object
@@ -140,3 +142,14 @@ def test_a_long_scaler_name_becomes_a_valid_distinct_label() -> None:
     a, b = scaler_label("x" * 100 + "a"), scaler_label("x" * 100 + "b")
     assert len(a) <= 63 and len(b) <= 63 and a != b
     assert scaler_label("short") == "short"
+
+
+def test_the_job_mode_example_of_docs_operating_md_is_a_valid_spec() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+    section = text[text.index("### Job mode") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") :]
+    obj = yaml.safe_load(block[: block.index("```")])
+    config = config_from_object({**obj, "metadata": {**obj["metadata"], "namespace": "media"}})
+    assert config.jobs is not None and config.policy.max_replicas == 20
+    args = config.jobs.spec["template"]["spec"]["containers"][0]["args"]
+    assert "--once" in args
