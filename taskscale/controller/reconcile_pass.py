@@ -121,11 +121,14 @@ class ReconcilePass:
         if isinstance(scaler.actuator, CountsJobs):  # Job mode: which Jobs have claimed
             workers = observation.workers if observation is not None else ()
             jobs = scaler.actuator.census(busy_by_pod(workers))
-            self._metrics.record_jobs(config.key, jobs.as_dict())
         decision = _decide(
             scaler, observation, now=now, current=current, error=redis_error, jobs=jobs
         )
         self._record(config.key, observation, current, decision)
+        if jobs is not None and observation is None:
+            jobs = None  # without the registry every Job looks unclaimed: keep the last shown
+        if jobs is not None:
+            self._metrics.record_jobs(config.key, jobs.as_dict())
         outcome = _replace(base, current=current, decision=decision, jobs=jobs)
         if redis_error is not None:
             outcome = _replace(outcome, problem=Problem.REDIS_UNREACHABLE, message=redis_error)
