@@ -134,7 +134,14 @@ class ReconcilePass:
             outcome = _replace(outcome, problem=Problem.REDIS_UNREACHABLE, message=redis_error)
         if decision.desired == current:
             return outcome
-        return self._apply(scaler, outcome, decision, current)
+        applied = self._apply(scaler, outcome, decision, current)
+        if applied.scaled and jobs is not None and isinstance(scaler.actuator, CountsJobs):
+            # the Jobs just created, in the status, metrics and console at once
+            workers = observation.workers if observation is not None else ()
+            jobs = scaler.actuator.census(busy_by_pod(workers))
+            self._metrics.record_jobs(config.key, jobs.as_dict())
+            applied = _replace(applied, jobs=jobs)
+        return applied
 
     def _apply(
         self, scaler: ScalerState, outcome: PassOutcome, decision: Decision, current: int

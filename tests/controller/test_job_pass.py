@@ -70,7 +70,7 @@ def test_jobs_follow_the_waiting_tasks_not_the_scaling_rules(
     enqueue(r, keys, "render", 3)
     first = reconciler.reconcile_now(CONFIG.key)
     assert first.scaled and len(actuator.jobs) == 3
-    assert first.jobs == JobCensus()  # the census the decision was made on: before them
+    assert first.jobs == JobCensus(pending=3)  # the Jobs just created, not started yet
 
     again = reconciler.reconcile_now(CONFIG.key)  # the pods wait: nothing more
     assert not again.scaled and len(actuator.jobs) == 3
@@ -82,7 +82,7 @@ def test_jobs_follow_the_waiting_tasks_not_the_scaling_rules(
     start_tasks(r, keys, "render", 1)
     enqueue(r, keys, "render", 3)
     capped = reconciler.reconcile_now(CONFIG.key)
-    assert capped.jobs == JobCensus(pending=2, running=1)
+    assert capped.jobs == JobCensus(pending=3, running=1)  # after the one created
     assert capped.decision is not None and capped.decision.reason_code == ReasonCode.MAX_REPLICAS
     assert len(actuator.jobs) == 4
     sample = reconciler.metrics.sample
