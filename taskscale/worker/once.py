@@ -28,12 +28,13 @@ class OnceBudget:
         self._lock = threading.Lock()
         self._reserved: str | None = None  # the pool whose claim for the one task is under way
         self.claimed = 0
+        self._closed = False  # no task came in time: no claim may start any more
 
     def reserve(self, pool: str, free: int) -> int:
         """How many tasks ``pool``'s claimer may claim now (0 or 1 of its
         ``free``); a 1 must be followed by :meth:`settle` from that claimer."""
         with self._lock:
-            if free <= 0 or self.claimed or self._reserved is not None:
+            if free <= 0 or self.claimed or self._closed or self._reserved is not None:
                 return 0
             self._reserved = pool
             return 1
@@ -48,10 +49,13 @@ class OnceBudget:
 
     def why_done(self, busy: int) -> str | None:
         """Why the worker should stop now (a log line's end), or None: its
-        one task has run (``busy`` is 0 again), or none came in time."""
+        one task has run (``busy`` is 0 again), or none came in time -- then
+        the budget closes, so no claim starts between this answer and the
+        stop (one under way keeps the answer None until it settles)."""
         with self._lock:
             if self.claimed:
                 return "ran its one task" if busy == 0 else None
             if self._reserved is not None or self._clock() < self._deadline:
                 return None
+            self._closed = True
             return "no task came within --once-wait"
