@@ -94,6 +94,7 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
+    uid: str = ""  #: metadata.uid (Job mode: the owner of its Jobs)
     #: From the pause annotations (None = not paused); see rules/pause.py.
     pause: Pause | None = None
     #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
@@ -334,7 +335,7 @@ def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
         pause = pause_from_annotations(meta.get("annotations"))
     except InvalidPause as exc:
         raise InvalidSpec(str(exc)) from None
-    return dataclasses.replace(config, pause=pause)
+    return dataclasses.replace(config, pause=pause, uid=str(meta.get("uid") or ""))
 
 
 def config_from_spec(

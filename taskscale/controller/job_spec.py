@@ -27,6 +27,8 @@ DEFAULT_TTL_S = 600
 #: The environment variable a worker reads its pod's name from (the registry
 #: record's ``pod``), filled by the Downward API.
 POD_NAME = "POD_NAME"
+#: The TaskScaler's apiVersion, in its Jobs' owner reference.
+OWNER_API_VERSION = "taskscale.io/v1alpha1"
 #: The longest label value Kubernetes accepts.
 MAX_LABEL = 63
 
@@ -97,12 +99,16 @@ def scaler_label(name: str) -> str:
     return f"{name[: MAX_LABEL - 11].rstrip('.-_')}-{digest}"
 
 
-def job_body(target: JobTarget, *, scaler: str, namespace: str) -> dict[str, Any]:
+def job_body(
+    target: JobTarget, *, scaler: str, namespace: str, owner_uid: str = ""
+) -> dict[str, Any]:
     """The batch/v1 Job to create for one task of the scaler named ``scaler``:
     the template with the scaler's label on the Job and its pod, a
     ``generateName``, ``POD_NAME`` from the Downward API in every container
     that does not set it, ``restartPolicy: Never`` and :data:`DEFAULT_TTL_S`
-    unless the template says otherwise."""
+    unless the template says otherwise; with ``owner_uid`` (the TaskScaler's
+    uid) an owner reference, so deleting the TaskScaler deletes its Jobs
+    (the garbage collector; ``kubectl delete --cascade=orphan`` keeps them)."""
     label = {SCALER_LABEL: scaler_label(scaler)}
     meta = copy.deepcopy(dict(target.metadata))
     meta["labels"] = {**(meta.get("labels") or {}), **label}
@@ -119,13 +125,8 @@ def job_body(target: JobTarget, *, scaler: str, namespace: str) -> dict[str, Any
             env.append(
                 {"name": POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
             )
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            **meta,
-            "generateName": f"{scaler_label(scaler)[:52]}-",
-            "namespace": namespace,
-        },
-        "spec": spec,
-    }
+    meta.update(generateName=f"{scaler_label(scaler)[:52]}-", namespace=namespace)
+    if owner_uid:
+        owner = {"apiVersion": OWNER_API_VERSION, "kind": "TaskScaler", "name": scaler}
+        meta["ownerReferences"] = [{**owner, "uid": owner_uid, "controller": True}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}

@@ -56,6 +56,7 @@ class JobActuator:
     metrics: ControllerMetrics
     retry: RetrySettings = field(default_factory=RetrySettings)
     scaler: str | None = None  #: ``namespace/name`` of the TaskScaler, for metrics
+    owner_uid: str = ""  #: the TaskScaler's uid: its Jobs' owner reference
     _jobs: list[JobState] = field(default_factory=list)
 
     @property
@@ -111,7 +112,9 @@ class JobActuator:
                 self.metrics.count_jobs_created(self.scaler or self.scaler_name, created)
 
     def _create(self) -> Any:
-        body: Any = job_body(self.target, scaler=self.scaler_name, namespace=self.namespace)
+        body: Any = job_body(
+            self.target, scaler=self.scaler_name, namespace=self.namespace, owner_uid=self.owner_uid
+        )
         return self.batch.create_namespaced_job(
             self.namespace, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT_S
         )

@@ -352,6 +352,7 @@ class KubeController:
                 self.metrics,
                 retry=self.settings.api_retry,
                 scaler=scaler.key,
+                owner_uid=scaler.uid,
             )
         else:
             actuator = make_actuator(

@@ -122,6 +122,26 @@ def test_the_job_body_labels_job_and_pod_and_injects_pod_name() -> None:
     assert pod["spec"]["containers"][0]["env"] == [POD_NAME_ENV]
     assert body["spec"]["ttlSecondsAfterFinished"] == DEFAULT_TTL_S
     assert target.spec == job_spec()  # the template itself is left as it was
+    assert "ownerReferences" not in body["metadata"]  # no uid known: none
+
+
+def test_the_job_body_is_owned_by_its_task_scaler() -> None:
+    body = job_body(JobTarget(spec=job_spec()), scaler="emails", namespace="jobs", owner_uid="u-1")
+    assert body["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "taskscale.io/v1alpha1",
+            "kind": "TaskScaler",
+            "name": "emails",
+            "uid": "u-1",
+            "controller": True,
+        }
+    ]
+
+
+def test_the_config_carries_the_task_scalers_uid() -> None:
+    obj = job_scaler()
+    obj["metadata"]["uid"] = "u-2"
+    assert config_from_object(obj).uid == "u-2"
 
 
 def test_the_job_body_keeps_what_the_template_sets() -> None:

@@ -24,7 +24,7 @@ from support.controller import enqueue, register_worker, start_tasks
 from support.kube import condition, create_scaler, event_reasons, get_scaler, taskscaler
 from support.kube_cluster import wait_for
 from taskscale.controller.job_spec import SCALER_LABEL
-from taskscale.controller.kube import EventReason, KubeController
+from taskscale.controller.kube import GROUP, PLURAL, VERSION, EventReason, KubeController
 from taskscale.keys import Keys
 
 pytestmark = [pytest.mark.kube, pytest.mark.integration]
@@ -162,6 +162,12 @@ def test_finished_jobs_beyond_the_history_limits_are_deleted(
     # no Job was created for tasks that are gone from the queue
     labels = {"namespace": ns, "name": "renders"}
     assert controller.metrics.sample("taskscale_jobs_created_total", labels) == 3
+
+    # the Jobs are the TaskScaler's: deleting it deletes them (garbage collector)
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, "renders"
+    )
+    wait_for(lambda: not jobs_of(batch, ns, "renders"), timeout=60, what="the Jobs collected")
 
 
 @pytest.mark.parametrize(
