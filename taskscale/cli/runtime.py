@@ -99,6 +99,19 @@ def add_parser(subparsers: Any) -> None:
         help="recently finished runs kept per type for the console (0..10000, 0 = none), "
         "env TASKSCALE_RECENT_CAP",
     )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="claim one task, run it, record its outcome and exit 0 (a Job pod's worker)",
+    )
+    add_setting(
+        p,
+        "--once-wait",
+        W,
+        "once_wait_s",
+        type=seconds,
+        help="with --once: seconds to wait for a task before exiting 0 without one",
+    )
     p.add_argument("--worker-id", default=None, help="worker id (default pod-pid-random)")
     p.add_argument("--metrics-port", type=port, default=None, help="serve Prometheus metrics here")
     p.add_argument(
@@ -199,6 +212,8 @@ def _worker(args: argparse.Namespace) -> int:
         dead_letter_cap=args.dead_letter_cap,
         recent_cap=args.recent_cap,
         worker_id=args.worker_id,
+        once=args.once,
+        once_wait_s=args.once_wait,
     )
     missing = [t for t in settings.types if t not in registry]
     if missing:  # a typo or a forgotten --import must not dead-letter the type's tasks
@@ -208,6 +223,8 @@ def _worker(args: argparse.Namespace) -> int:
             "name the module that defines it with --import, or fix --types"
         )
     keys = ShardMap.parse(args.namespace).only_namespace(settings.types)
+    if args.once and args.processes != 1:
+        raise UsageError("--once runs one task in one process: leave out --processes")
     if args.processes > 1:  # a supervisor of worker processes (taskscale/worker/supervisor.py)
         from taskscale.worker.supervisor import run_supervisor
 

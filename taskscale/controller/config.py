@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from taskscale.controller.job_spec import JobTarget, read_history, read_job_spec, read_metadata
 from taskscale.controller.rules.base import Fallback, Pause
 from taskscale.controller.rules.pause import InvalidPause, pause_from_annotations
 from taskscale.controller.source_spec import TASKSCALE, TypeSource, check_kind, type_source
@@ -93,6 +94,7 @@ class ScalerConfig:
     policy: ScalingPolicy
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     generation: int = 0  #: metadata.generation the config was read from
+    uid: str = ""  #: metadata.uid (Job mode: the owner of its Jobs)
     #: From the pause annotations (None = not paused); see rules/pause.py.
     pause: Pause | None = None
     #: spec.fallback: replicas to set after Redis failed this many passes (None = fail-static).
@@ -102,6 +104,9 @@ class ScalerConfig:
     #: The types read from Celery, RQ or plain lists (spec.source and each
     #: type's source; source_spec.py); every other type is taskscale's.
     sources: tuple[TypeSource, ...] = ()
+    #: spec.jobTemplate and the history limits: Job mode (job_spec.py); None =
+    #: a scaleTargetRef is scaled.
+    jobs: JobTarget | None = None
 
     @property
     def key(self) -> str:
@@ -237,6 +242,19 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     SpecField("scaleTargetRef.apiVersion", TargetRef, "api_version", _api_version),
     SpecField("scaleTargetRef.kind", TargetRef, "kind", _target_kind),
     SpecField("scaleTargetRef.name", ScalerConfig, "target", _name),
+    # Job mode (job_spec.py): exclusive with scaleTargetRef; unset limits are JobTarget's
+    SpecField("jobTemplate.metadata", JobTarget, "metadata", read_metadata, unset=None),
+    SpecField(
+        "jobTemplate.spec",
+        JobTarget,
+        "spec",
+        read_job_spec,
+        missing="jobTemplate.spec is required (a batch/v1 JobSpec)",
+    ),
+    SpecField(
+        "successfulJobsHistoryLimit", JobTarget, "successful_history", read_history, unset=None
+    ),
+    SpecField("failedJobsHistoryLimit", JobTarget, "failed_history", read_history, unset=None),
     SpecField("redis.url", RedisRef, "url", _url),
     # RedisRef's None means "no secret"; inside urlSecretRef both are required
     SpecField(
@@ -318,7 +336,7 @@ def config_from_object(obj: Mapping[str, Any]) -> ScalerConfig:
         pause = pause_from_annotations(meta.get("annotations"))
     except InvalidPause as exc:
         raise InvalidSpec(str(exc)) from None
-    return dataclasses.replace(config, pause=pause)
+    return dataclasses.replace(config, pause=pause, uid=str(meta.get("uid") or ""))
 
 
 def config_from_spec(
@@ -330,9 +348,10 @@ def config_from_spec(
         validate_policy(policy)
         own = _read(spec, "", ScalerConfig)  # pollIntervalSeconds
         redis = _redis(spec)
-        ref = spec.get("scaleTargetRef")
+        jobs = _jobs(spec, policy)
+        ref = spec.get("scaleTargetRef") if jobs is None else {"name": name}
         if not isinstance(ref, Mapping):
-            raise InvalidSpec("scaleTargetRef.name is required")
+            raise InvalidSpec("scaleTargetRef.name (or a jobTemplate) is required")
         return ScalerConfig(
             name=name,
             namespace=namespace,
@@ -342,6 +361,7 @@ def config_from_spec(
             fallback=_fallback(spec),
             target_ref=TargetRef(**_read(ref, "scaleTargetRef", TargetRef)),
             sources=_sources(spec, redis),
+            jobs=jobs,
             **own,
             **_read(ref, "scaleTargetRef", ScalerConfig),  # its name: the target
         )
@@ -364,6 +384,21 @@ def _redis(spec: Mapping[str, Any]) -> RedisRef:
             raise InvalidSpec(_SECRET_NEEDS)
         found.update(_read(secret, "redis.urlSecretRef", RedisRef))
     return RedisRef(**found)
+
+
+def _jobs(spec: Mapping[str, Any], policy: ScalingPolicy) -> JobTarget | None:
+    """Job mode's target, or None when the spec names a scaleTargetRef."""
+    template = spec.get("jobTemplate")
+    if template is None:
+        return None
+    if spec.get("scaleTargetRef") is not None:
+        raise InvalidSpec("set exactly one of scaleTargetRef and jobTemplate")
+    if not isinstance(template, Mapping):
+        raise InvalidSpec("jobTemplate must be an object: {metadata, spec}")
+    if policy.min_replicas:
+        raise InvalidSpec("minReplicas must be 0 with a jobTemplate: a Job runs one task")
+    found = {**_read(template, "jobTemplate", JobTarget), **_read(spec, "", JobTarget)}
+    return JobTarget(**{k: v for k, v in found.items() if v is not None})
 
 
 def _sources(spec: Mapping[str, Any], redis: RedisRef) -> tuple[TypeSource, ...]:

@@ -71,6 +71,8 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
         "rollout_hold": decision is not None and decision.reason_code == ReasonCode.ROLLOUT_HOLD,
         "problem": outcome.problem,
         "message": outcome.message,
+        # Job mode: the Jobs by phase (current/desired are then active Jobs)
+        "jobs": None if outcome.jobs is None else outcome.jobs.as_dict(),
     }
 
 

@@ -40,6 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from taskscale.backoff import exponential
 from taskscale.controller.config import InvalidSpec, ScalerConfig, config_from_object
 from taskscale.controller.decision_log import DecisionLog
+from taskscale.controller.job_target import JobActuator
 from taskscale.controller.kube_client import (
     DELETION_COST,
     FIELD_MANAGER,
@@ -250,6 +251,7 @@ class KubeController:
         self.metrics = metrics
         self._apps = client.AppsV1Api(api)
         self._core = client.CoreV1Api(api)
+        self._batch = client.BatchV1Api(api)
         custom = client.CustomObjectsApi(api)
         self.reporter = KubeReporter(
             custom=custom,
@@ -339,14 +341,28 @@ class KubeController:
     def _register(self, obj: Mapping[str, Any], scaler: ScalerConfig, url: str) -> None:
         """Hand a valid TaskScaler to the reconciler and the decision log."""
         self.reporter.seed(obj)
-        actuator = make_actuator(
-            scaler,
-            apps=self._apps,
-            core=self._core,
-            metrics=self.metrics,
-            retry=self.settings.api_retry,
-            scaler=scaler.key,
-        )
+        actuator: DeploymentActuator | JobActuator
+        if scaler.jobs is not None:  # Job mode: one Job per task (job_target.py)
+            actuator = JobActuator(
+                self._batch,
+                self._core,
+                scaler.namespace,
+                scaler.name,
+                scaler.jobs,
+                self.metrics,
+                retry=self.settings.api_retry,
+                scaler=scaler.key,
+                owner_uid=scaler.uid,
+            )
+        else:
+            actuator = make_actuator(
+                scaler,
+                apps=self._apps,
+                core=self._core,
+                metrics=self.metrics,
+                retry=self.settings.api_retry,
+                scaler=scaler.key,
+            )
         try:
             self.decisions.bind(scaler, url)
             self.reconciler.upsert(scaler, actuator=actuator, redis_url=url)

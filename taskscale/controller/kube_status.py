@@ -168,6 +168,8 @@ class KubeReporter:
         if outcome.scaled and decision is not None and outcome.current is not None:
             up = decision.desired > outcome.current
             reason = EventReason.SCALED_UP if up else EventReason.SCALED_DOWN
+            if outcome.jobs is not None:  # Job mode: a batch of Jobs created
+                reason = EventReason.JOBS_CREATED
             self._post_event(
                 config.namespace, config.name, known, "Normal", reason, decision.reason
             )

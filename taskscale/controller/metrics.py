@@ -55,10 +55,15 @@ API_OPERATIONS = (
     "watch_scalers",
     "get_secret",
     "lease",
+    "list_jobs",
+    "create_job",
+    "delete_job",
 )
 #: API operations made on no particular scaler's behalf (empty scaler labels).
 UNSCOPED_API_OPERATIONS = ("list_scalers", "watch_scalers", "lease")
 DIRECTIONS = ("up", "down")
+#: Phases of a Job-mode scaler's Jobs (taskscale_jobs; controller/job_demand.py).
+JOB_PHASES = ("pending", "running", "succeeded", "failed")
 SCALER = ("namespace", "name")
 #: Redis stats counters re-exported per type: (field of TypeObservation, name, help).
 _REDIS_COUNTERS = (
@@ -196,6 +201,19 @@ class ControllerMetrics:
             ["operation", *SCALER],
             registry=r,
         )
+        self.jobs = Gauge(
+            "taskscale_jobs",
+            "A Job-mode scaler's Jobs by phase at the last pass: pending (no worker has "
+            "claimed yet: no pod, Pending, or starting), running, succeeded, failed (kept).",
+            [*SCALER, "phase"],
+            registry=r,
+        )
+        self.jobs_created = Counter(
+            "taskscale_jobs_created_total",
+            "Jobs a Job-mode scaler created (one per task to run).",
+            SCALER,
+            registry=r,
+        )
         self.leader = Gauge(
             "taskscale_leader",
             "1 while this controller holds the leader Lease (or runs without election).",
@@ -263,6 +281,16 @@ class ControllerMetrics:
         self.scale_events.labels(ns, name, direction, _known(reason, ReasonCode.ALL)).inc()
         self.current_replicas.labels(ns, name).set(after)
 
+    def record_jobs(self, scaler: str, phases: dict[str, int]) -> None:
+        """A Job-mode scaler's Jobs by phase (job_demand.JobCensus.as_dict)."""
+        ns, name = split_scaler(scaler)
+        for phase in JOB_PHASES:
+            self.jobs.labels(ns, name, phase).set(phases.get(phase, 0))
+
+    def count_jobs_created(self, scaler: str, created: int) -> None:
+        ns, name = split_scaler(scaler)
+        self.jobs_created.labels(ns, name).inc(created)
+
     def forget_scaler(self, scaler: str, types: tuple[str, ...]) -> None:
         """Drop a deleted scaler's series, so label sets don't grow forever."""
         ns, name = split_scaler(scaler)
@@ -278,6 +306,9 @@ class ControllerMetrics:
             _remove(self.redis_errors, op, ns, name)
         for op in API_OPERATIONS:
             _remove(self.api_errors, op, ns, name)
+        for phase in JOB_PHASES:
+            _remove(self.jobs, ns, name, phase)
+        _remove(self.jobs_created, ns, name)
         for type_name in types:
             for gauge in (
                 *self._observed.values(),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from taskscale.controller.config import ScalerConfig
+from taskscale.controller.job_demand import JobCensus
 from taskscale.controller.types import Decision, Observation
 
 #: The reconciler's logger (the outcome types moved out of reconciler.py).
@@ -43,6 +44,7 @@ class PassOutcome:
     redis_error: str | None = None
     problem: str | None = None  #: a Problem constant (the pass failed)
     message: str = ""  #: what went wrong, for a condition or an Event
+    jobs: JobCensus | None = None  #: Job mode: the scaler's Jobs by phase (job_demand.py)
 
     @property
     def ok(self) -> bool:

@@ -41,6 +41,7 @@ import redis
 
 from taskscale.connection import RedisTooOld, check_version
 from taskscale.controller.config import ScalerConfig
+from taskscale.controller.job_demand import CountsJobs, JobCensus, decide_jobs
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
@@ -132,19 +133,36 @@ class ReconcilePass:
         try:
             current = scaler.actuator.current_replicas()
             scaler.last_current = current
-            decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
+            jobs = None
+            if isinstance(scaler.actuator, CountsJobs):  # Job mode: which Jobs have claimed
+                workers = observation.workers if observation is not None else ()
+                jobs = scaler.actuator.census(busy_by_pod(workers))
+            decision = _decide(
+                scaler, observation, now=now, current=current, error=redis_error, jobs=jobs
+            )
         except TargetNotFound as exc:
             return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
         except Exception as exc:
             log.exception("%s: reading the target failed", config.key)
             return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         self._record(config.key, observation, current, decision)
-        outcome = _replace(base, current=current, decision=decision)
+        if jobs is not None and observation is None:
+            jobs = None  # without the registry every Job looks unclaimed: keep the last shown
+        if jobs is not None:
+            self._metrics.record_jobs(config.key, jobs.as_dict())
+        outcome = _replace(base, current=current, decision=decision, jobs=jobs)
         if redis_error is not None:
             outcome = _replace(outcome, problem=Problem.REDIS_UNREACHABLE, message=redis_error)
         if decision.desired == current:
             return outcome
-        return self._apply(scaler, outcome, decision, current)
+        applied = self._apply(scaler, outcome, decision, current)
+        if applied.scaled and jobs is not None and isinstance(scaler.actuator, CountsJobs):
+            # the Jobs just created, in the status, metrics and console at once
+            workers = observation.workers if observation is not None else ()
+            jobs = scaler.actuator.census(busy_by_pod(workers))
+            self._metrics.record_jobs(config.key, jobs.as_dict())
+            applied = _replace(applied, jobs=jobs)
+        return applied
 
     def _apply(
         self, scaler: ScalerState, outcome: PassOutcome, decision: Decision, current: int
@@ -189,10 +207,16 @@ def _decide(
     now: float,
     current: int,
     error: str | None,
+    jobs: JobCensus | None = None,
 ) -> Decision:
-    """The scaling rules' decision, with the scaler's pause, fallback and target kind."""
+    """The scaling rules' decision, with the scaler's pause, fallback and target
+    kind; in Job mode (``jobs``: the census), how many Jobs should be active."""
     config = scaler.config
     scaler.redis_failures = 0 if observation is not None else scaler.redis_failures + 1
+    if jobs is not None:
+        decision = decide_jobs(observation, config.policy, jobs, pause=config.pause)
+        scaler.history.record(now, observation, decision)
+        return decision
     facts = Facts(
         observation,
         config.policy,

@@ -40,6 +40,8 @@ class EventReason:
     ROLLOUT_HOLD = ReasonCode.ROLLOUT_HOLD
     #: ... and no longer does.
     ROLLOUT_HOLD_ENDED = "RolloutHoldEnded"
+    #: Job mode: a batch of Jobs created in one pass (one Event per batch).
+    JOBS_CREATED = "JobsCreated"
 
 
 class ConditionType:
@@ -80,6 +82,8 @@ def build_status(
     status["pausedReplicas"] = pause.replicas if pause is not None else None
     if outcome.observation is not None:
         status["observations"] = observations_status(outcome.observation)
+    if outcome.jobs is not None:  # Job mode: the Jobs by phase (job_demand.JobCensus)
+        status["jobs"] = outcome.jobs.as_dict()
     status["conditions"] = merge_conditions(
         previous.get("conditions") or [],
         conditions_for(outcome),

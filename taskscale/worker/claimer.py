@@ -64,6 +64,7 @@ class Claimer:
         self._lock = threading.Lock()  # claims vs a lost reply's reconcile
         self._retry_cap_s = shared.settings.reconnect_cap_s  # a fraction of the lease
         self._wrong = shared.wrong_keys or WrongKeys(shared.keys, who=f"worker {shared.id}")
+        self._budget = shared.once  # --once: one task in all (taskscale.worker.once)
 
     def claim_loop(self, pool: SlotPool) -> None:
         """A claimer thread's body: claim for ``pool`` until the worker stops."""
@@ -73,11 +74,13 @@ class Claimer:
             gather.pause()
             pool.freed.clear()
             free = pool.slots - self._tally.busy_in(pool.kind)
+            if self._budget is not None:
+                free = self._budget.reserve(pool.kind, free)
             if free <= 0:
                 pool.freed.wait(1.0)
                 continue
             try:
-                got = self.claim(pool, free)
+                got = self._claim_reserved(pool, free)
                 gather.done(more=got == free)
                 if got < free and not self._stopping.is_set():
                     # wake lists; not past a held type's next token; not a wrong-typed key's
@@ -90,6 +93,14 @@ class Claimer:
             except redis.RedisError as exc:
                 if self._wrong.seen(exc) is None:  # else: its type held back, the rest go on
                     self._on_fatal(exc)
+
+    def _claim_reserved(self, pool: SlotPool, free: int) -> int:
+        """:meth:`claim`, then --once's reservation released if no task came."""
+        try:
+            return self.claim(pool, free)
+        finally:
+            if self._budget is not None:
+                self._budget.settle(pool.kind, 0)
 
     def claim(self, pool: SlotPool, free: int) -> int:
         """One ``claim.lua`` call for up to ``free`` tasks of ``pool``'s types;
@@ -124,6 +135,8 @@ class Claimer:
             Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)
             for i in range(pool.pacer.header(reply), len(reply), 3)
         ]
+        if self._budget is not None:
+            self._budget.settle(pool.kind, len(claimed))
         if claimed:
             self._tally.claimed((task.task_id for task in claimed), pool.kind, now_ms)
             pool.dispatch(claimed)

@@ -61,6 +61,7 @@ from taskscale.worker.async_executor import AsyncExecutor
 from taskscale.worker.claim_pacing import ClaimPacer
 from taskscale.worker.claimer import Claimer
 from taskscale.worker.execution import Claimed, RetryPolicy, TaskRunner
+from taskscale.worker.once import OnceBudget
 from taskscale.worker.reporter import STOP, Reporter
 from taskscale.worker.settings import WorkerSettings, default_worker_id
 from taskscale.worker.shared import Shared
@@ -122,6 +123,7 @@ class Worker:
             pod=self.pod,
             scripts=scripts_for(self.redis),
             on_fatal=self._fatal,
+            once=OnceBudget(self.settings.once_wait_s) if self.settings.once else None,
             metrics=self.metrics,
             health=self.health,
             wrong_keys=WrongKeys(
@@ -237,8 +239,12 @@ class Worker:
             ",".join(self.settings.types),
             " + ".join(f"{p.slots} {k} slots" for k, p in self._pools.items()),
         )
-        while not self._shared.stopping.wait(1.0):
-            pass
+        once = self._shared.once
+        while not self._shared.stopping.wait(1.0 if once is None else 0.05):
+            why = once.why_done(self._tally.busy) if once is not None else None
+            if why is not None:  # --once: its one task has run, or none came
+                log.info("worker %s: %s; exiting (--once)", self.id, why)
+                self.request_stop()
         self._shutdown.drain()
         cancelled = self._async.cancel_running()
         if cancelled:

@@ -46,6 +46,11 @@ class WorkerSettings:
     #: outcome, duration, finish time, result summary), written with the
     #: history once per heartbeat. 0 = none kept.
     recent_cap: int = 100
+    #: ``--once``: claim one task, run it, record its outcome and exit (a
+    #: Job pod's worker; taskscale.worker.once).
+    once: bool = False
+    #: With ``once``: how long to wait for that task before exiting without one.
+    once_wait_s: float = 60.0
 
     @property
     def reconnect_cap_s(self) -> float:
@@ -71,6 +76,8 @@ class WorkerSettings:
             raise ValueError("--max-lost must be at least 1")
         if self.dead_letter_cap < 0:
             raise ValueError("--dead-letter-cap must be >= 0 (0 = no cap)")
+        if self.once_wait_s <= 0:
+            raise ValueError("--once-wait must be positive")
         if not 0 <= self.recent_cap <= 10_000:
             raise ValueError("--recent-cap must be 0..10000 (0 = keep none)")
 

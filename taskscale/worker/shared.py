@@ -24,6 +24,7 @@ from taskscale.luascripts import Scripts
 from taskscale.metrics import WorkerMetrics
 from taskscale.redis_urls import RedisClient
 from taskscale.worker.execution import Outcome
+from taskscale.worker.once import OnceBudget
 from taskscale.worker.settings import WorkerSettings
 from taskscale.worker.tally import Tally
 
@@ -55,3 +56,5 @@ class Shared:
     #: Keys a script refused as of the wrong type: reported, their types held
     #: back (taskscale.key_types); built by the worker.
     wrong_keys: WrongKeys | None = None
+    #: ``--once``: the one task this worker may claim (taskscale.worker.once).
+    once: OnceBudget | None = None

@@ -284,6 +284,10 @@ NEEDED = [
     ("patch", "pods", "", None),
     ("create", "events", "", None),
     ("get", "secrets", "", None),
+    # Job mode (spec.jobTemplate): one Job per task, finished ones deleted
+    ("list", "jobs", "batch", None),
+    ("create", "jobs", "batch", None),
+    ("delete", "jobs", "batch", None),
 ]
 REFUSED = [
     ("create", "taskscalers", "taskscale.io"),
@@ -304,6 +308,9 @@ REFUSED = [
     ("patch", "replicasets/scale", "apps"),
     ("patch", "statefulsets/scale", "apps"),
     ("create", "rolebindings", "rbac.authorization.k8s.io"),
+    ("patch", "jobs", "batch"),
+    ("update", "jobs", "batch"),
+    ("create", "cronjobs", "batch"),
 ]
 
 

@@ -22,6 +22,8 @@ from taskscale import history
 from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
+from taskscale.controller.job_demand import JobCensus
+from taskscale.controller.job_spec import JobTarget
 from taskscale.controller.outcome import PassOutcome
 from taskscale.controller.types import Decision, ReasonCode, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
@@ -183,6 +185,38 @@ def test_the_scaling_page_shows_a_scale_down_held_for_a_rollout(
         log.report(PassOutcome(config, time.time(), None, 4, done, scaled=True))
         wait_for(browser, lambda b: text_of(b, flag) == "" and "4 -> 1" in text_of(b, card))
     log.close()
+
+
+def test_the_scaling_page_shows_a_job_mode_scalers_jobs_by_phase(
+    browser: WebDriver, redis_url: str, r: redis.Redis
+) -> None:
+    log = DecisionLog()
+    config = ScalerConfig(
+        name="renders",
+        namespace="prod",
+        target="renders",
+        redis=RedisRef(url=redis_url),
+        policy=ScalingPolicy(types=(TypePolicy("render"),), max_replicas=6),
+        jobs=JobTarget(spec={"template": {"spec": {"containers": [{"name": "w"}]}}}),
+    )
+    log.bind(config, redis_url)
+    census = JobCensus(pending=2, running=3, succeeded=7, failed=1)
+    sentence = "4 task(s) waiting, 2 Job(s) not started yet: 2 Job(s) created"
+    decision = Decision(desired=5, reason_code="Demand", reason=sentence)
+    log.report(PassOutcome(config, time.time(), None, 3, decision, scaled=True, jobs=census))
+    log.close()
+    with dashboard(redis_url) as d:
+        browser.get(d.url + "scaling")
+        card = '[data-scaler="prod/renders"]'
+        wait_for(browser, lambda b: text_of(b, card + ' [data-field="jobs-pending"]') == "2")
+        shown = {
+            phase: text_of(browser, card + f' [data-field="jobs-{phase}"]')
+            for phase in ("pending", "running", "succeeded", "failed")
+        }
+        assert shown == {"pending": "2", "running": "3", "succeeded": "7", "failed": "1"}
+        assert text_of(browser, card + ' [data-field="desired"]') == "5"
+        assert "active Jobs (max 6)" in text_of(browser, card + " .replicas")
+        assert sentence in text_of(browser, card + " .timeline")
 
 
 def test_the_overview_shows_the_rate_of_dead_letters(

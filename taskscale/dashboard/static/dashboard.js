@@ -174,15 +174,22 @@
       el("span", { class: "big", "data-field": "current", text: s.current === null || s.current === undefined ? "?" : String(s.current) }),
       el("span", { class: "arrow", text: "→" }),
       el("span", { class: "big", "data-field": "desired", text: s.desired === null || s.desired === undefined ? "?" : String(s.desired) }),
-      el("span", { class: "muted", text: ` replicas (min ${s.min ?? "?"}, max ${s.max ?? "?"})` }));
+      el("span", { class: "muted", text: s.jobs ? ` active Jobs (max ${s.max ?? "?"})` : ` replicas (min ${s.min ?? "?"}, max ${s.max ?? "?"})` }));
+    // Job mode: the Jobs by phase (pending = no worker has claimed yet: no pod, Pending, starting)
+    const jobs = s.jobs ? el("p", { class: "jobs" }, "Jobs: ",
+      ...["pending", "running", "succeeded", "failed"].flatMap((phase, i) => [
+        i ? " · " : "",
+        el("span", { "data-field": "jobs-" + phase, text: String(s.jobs[phase] ?? 0) }),
+        " " + phase + (phase === "pending" ? " (not claimed yet)" : "")])) : "";
     const items = (s.decisions || []).map((d) => el("li", { class: d.problem ? "problem" : (d.scaled ? "scaled" : "") },
       el("time", { text: new Date(d.at * 1000).toISOString().slice(11, 19) + "Z" }),
       el("span", { class: "code", text: d.problem || d.reason_code || "?" }),
       el("span", { class: "sentence", text: d.problem ? d.message : d.reason })));
     const types = (s.types || []).map((t) => el("a", { href: root + "/types/" + encodeURIComponent(t), text: t }));
     return el("section", { class: "card scaler", "data-scaler": s.scaler },
-      el("h2", { text: s.scaler }, el("small", { text: " sizes " + (s.target || "?") })),
+      el("h2", { text: s.scaler }, el("small", { text: s.jobs ? " runs one Job per task" : " sizes " + (s.target || "?") })),
       head,
+      jobs,
       el("p", { class: "sentence now", text: s.problem ? s.problem + ": " + s.message : s.reason || "" }),
       ...(s.rollout_hold ? [el("p", { class: "warn", "data-field": "rollout-hold",
         text: "Rollout in progress: scale-down held until it ends" })] : []),
