@@ -34,6 +34,7 @@ from taskscale.controller.job_demand import FAILED, SUCCEEDED, JobCensus, JobSta
 from taskscale.controller.job_spec import SCALER_LABEL, JobTarget, job_body, scaler_label
 from taskscale.controller.kube_client import FIELD_MANAGER, REQUEST_TIMEOUT_S, api_call
 from taskscale.controller.metrics import ControllerMetrics
+from taskscale.controller.types import Rollout
 from taskscale.retrying import RetrySettings
 
 log = logging.getLogger("taskscale.controller.kube")
@@ -92,6 +93,10 @@ class JobActuator:
         deleted = self._clean(live, states)
         self._jobs = [s for s in states if s.name not in deleted]
         return sum(1 for s in self._jobs if s.finished is None)
+
+    def rollout(self) -> Rollout | None:
+        """Jobs have no rollout: nothing holds a Job-mode scale-down."""
+        return None
 
     def census(self, busy_by_pod: Mapping[str, int]) -> JobCensus:
         """The Jobs :meth:`current_replicas` listed, by phase (``busy_by_pod``:
