@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from taskscale.controller.config import ScalerConfig
-from taskscale.controller.types import Decision, Observation
+from taskscale.controller.types import Decision, Observation, Protection
 
 #: The reconciler's logger (the outcome types moved out of reconciler.py).
 log = logging.getLogger("taskscale.controller.reconciler")
@@ -43,6 +43,8 @@ class PassOutcome:
     redis_error: str | None = None
     problem: str | None = None  #: a Problem constant (the pass failed)
     message: str = ""  #: what went wrong, for a condition or an Event
+    #: busy pods marked, pods draining (None: not known on this pass)
+    protection: Protection | None = None
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,10 @@ the outcome names the :class:`Problem`, and the error metrics count every
 failed attempt.  When the next pass is due is not decided here: the
 reconciler passes its scheduler in (``schedule``), called before the report.
 
+Every pass with an observation also protects the target's busy pods from
+voluntary disruption and flags the pods of a leaving node in Redis
+(protection.py; issue 23), before the decision.
+
 The decision is the scaling rules' (taskscale/controller/rules/, applied in
 their one ordered list), given the scaler's settings beyond its policy: its
 pause annotations, ``spec.fallback`` with the count of passes in a row that
@@ -33,10 +37,11 @@ from taskscale.controller.config import ScalerConfig
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
+from taskscale.controller.protection import protect
 from taskscale.controller.rules import Facts
 from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
-from taskscale.controller.types import Decision, Observation, busy_by_pod
+from taskscale.controller.types import Decision, Observation, Protection, busy_by_pod
 from taskscale.errors import one_line
 from taskscale.retrying import RetrySettings, call_with_retries
 
@@ -70,7 +75,7 @@ class ReconcilePass:
         outcomes = []
         for scaler in scalers:
             t0 = time.perf_counter()
-            outcome = self._pass(scaler, observations.get(scaler.config.key), error)
+            outcome = self._pass(group, scaler, observations.get(scaler.config.key), error)
             self._metrics.reconcile_duration.observe(observe_s + time.perf_counter() - t0)
             self._schedule(scaler, outcome)
             self._report(outcome)
@@ -102,7 +107,11 @@ class ReconcilePass:
             return {}, one_line(exc, typed=True)
 
     def _pass(
-        self, scaler: ScalerState, observation: Observation | None, redis_error: str | None
+        self,
+        group: ScalerGroup,
+        scaler: ScalerState,
+        observation: Observation | None,
+        redis_error: str | None,
     ) -> PassOutcome:
         config, now = scaler.config, self._clock()
         if observation is None and redis_error is None:
@@ -116,6 +125,7 @@ class ReconcilePass:
             log.exception("%s: reading the target failed", config.key)
             return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         scaler.last_current = current
+        base = _replace(base, protection=self._protect(group, scaler, observation))
         decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
         self._record(config.key, observation, current, decision)
         outcome = _replace(base, current=current, decision=decision)
@@ -124,6 +134,22 @@ class ReconcilePass:
         if decision.desired == current:
             return outcome
         return self._apply(scaler, outcome, decision, current)
+
+    def _protect(
+        self, group: ScalerGroup, scaler: ScalerState, observation: Observation | None
+    ) -> Protection | None:
+        """Busy pods marked, draining pods flagged (protection.py); a failure is
+        logged and leaves the pass to scale as usual."""
+        try:
+            protection = protect(
+                scaler.actuator, group.client, scaler.config.redis.key_namespace, observation
+            )
+        except Exception as exc:
+            log.warning("%s: protecting busy pods failed: %s", scaler.config.key, one_line(exc))
+            return None
+        if protection is not None:
+            self._metrics.record_protection(scaler.config.key, protection)
+        return protection
 
     def _apply(
         self, scaler: ScalerState, outcome: PassOutcome, decision: Decision, current: int
