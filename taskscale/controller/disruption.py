@@ -24,6 +24,7 @@ the PDB held back proceeds.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,11 @@ from taskscale.controller.kube_client import (
     REQUEST_TIMEOUT_S,
     SAFE_TO_EVICT,
 )
+
+log = logging.getLogger("taskscale.controller.disruption")
+
+#: Set once nodes were found unreadable (the warning is logged once).
+_FORBIDDEN: list[bool] = []
 
 #: How the actuator calls the API: ``call(operation, fn)``, retried and counted.
 ApiCall = Callable[[str, Callable[[], Any]], Any]
@@ -156,7 +162,17 @@ def _read_pod(core: client.CoreV1Api, namespace: str, name: str) -> Any:
 
 
 def _leaving_nodes(core: client.CoreV1Api, names: set[str], *, call: ApiCall) -> set[str]:
-    nodes = call("list_nodes", lambda: core.list_node(_request_timeout=REQUEST_TIMEOUT_S))
+    """Which of ``names`` are leaving; none when Nodes may not be read (the
+    chart's ``rbac.readNodes: false``: said once, the marks still work)."""
+    try:
+        nodes = call("list_nodes", lambda: core.list_node(_request_timeout=REQUEST_TIMEOUT_S))
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        if not _FORBIDDEN:
+            log.warning("nodes may not be listed (%s): no drain is seen", exc.reason)
+            _FORBIDDEN.append(True)
+        return set()
     return {
         n.metadata.name
         for n in nodes.items
