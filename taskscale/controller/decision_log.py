@@ -52,7 +52,7 @@ def decisions_keys(key_namespace: str) -> Keys:
 
 def pass_record(outcome: PassOutcome) -> dict[str, Any]:
     """The JSON of one pass: what the scaling page shows of a scaler."""
-    config, decision = outcome.config, outcome.decision
+    config, decision, protection = outcome.config, outcome.decision, outcome.protection
     return {
         "scaler": config.key,
         "target": config.target,
@@ -68,6 +68,8 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
         "reason": "" if decision is None else decision.reason,
         "problem": outcome.problem,
         "message": outcome.message,
+        "protected": None if protection is None else sorted(protection.protected),
+        "draining": None if protection is None else dict(sorted(protection.draining.items())),
     }
 
 

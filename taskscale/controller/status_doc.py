@@ -36,6 +36,10 @@ class EventReason:
     THREADS_MATCH = "TasksPerReplicaMatches"
     PAUSED = "Paused"
     RESUMED = "Resumed"
+    #: A worker pod's node is cordoned or tainted for removal: it claims nothing now.
+    POD_DRAINING = "PodDraining"
+    #: ... and its tasks ended: unmarked, its eviction may proceed.
+    POD_DRAINED = "PodDrained"
 
 
 class ConditionType:
@@ -75,6 +79,9 @@ def build_status(
     status["pausedReplicas"] = pause.replicas if pause is not None else None
     if outcome.observation is not None:
         status["observations"] = observations_status(outcome.observation)
+    if outcome.protection is not None:
+        status["protectedPods"] = len(outcome.protection.protected)
+        status["drainingPods"] = len(outcome.protection.draining)
     status["conditions"] = merge_conditions(
         previous.get("conditions") or [],
         conditions_for(outcome),

@@ -23,7 +23,7 @@ from taskscale.catalog import read_catalog
 from taskscale.controller.config import RedisRef, ScalerConfig
 from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.outcome import PassOutcome
-from taskscale.controller.types import Decision, ScalingPolicy, TypePolicy
+from taskscale.controller.types import Decision, Protection, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
 from taskscale.server_clock import server_time
 
@@ -138,9 +138,15 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         (0, 3, "Demand", "0 -> 3: 9 queued, 3 tasks per replica", True),
         (3, 0, "Idle", "3 -> 0: all types idle for 300 s", True),
     ]
+    # the last pass saw one busy pod (marked) and one on a draining node (issue 23)
+    protection = Protection(protected=("email-worker-a",), draining={"email-worker-b": "node-2"})
     for current, desired, code, sentence, scaled in steps:
         decision = Decision(desired=desired, reason_code=code, reason=sentence)
-        log.report(PassOutcome(config, time.time(), None, current, decision, scaled=scaled))
+        log.report(
+            PassOutcome(
+                config, time.time(), None, current, decision, scaled=scaled, protection=protection
+            )
+        )
     log.close()
     with dashboard(redis_url) as d:
         browser.get(d.url + "scaling")
@@ -154,6 +160,10 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText);"
         # read in one step, and again if a poll redrew the list in between
         wait_for(browser, lambda b: b.execute_script(script, card + " li .sentence") == sentences)
+        assert text_of(browser, card + ' [data-field="protected"]') == "1"
+        assert text_of(browser, card + ' [data-field="draining"]') == "1"
+        line = text_of(browser, card + " .protection")
+        assert "(email-worker-a)" in line and "email-worker-b on node-2" in line
 
 
 def test_the_overview_shows_the_rate_of_dead_letters(

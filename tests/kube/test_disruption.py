@@ -23,7 +23,16 @@ import redis
 from kubernetes import client
 
 from support.controller import enqueue, register_worker, start_tasks
-from support.kube import LABELS, controller_settings, create_scaler, deployment, taskscaler
+from support.kube import (
+    LABELS,
+    controller_settings,
+    create_scaler,
+    deployment,
+    event_reasons,
+    events,
+    get_scaler,
+    taskscaler,
+)
 from support.kube_cluster import wait_for
 from taskscale.controller.kube import KubeController
 from taskscale.controller.kube_client import BUSY_LABEL, DO_NOT_DISRUPT, SAFE_TO_EVICT
@@ -201,3 +210,35 @@ def test_the_flag_of_a_pod_that_is_gone_is_cleared(
     wait_for(lambda: r.hkeys(keys.draining) == [b"worker-a"], what="the gone pod's flag cleared")
     core.delete_namespaced_pod("worker-a", ns, grace_period_seconds=0)
     wait_for(lambda: not r.exists(keys.draining), what="the deleted pod's flag cleared")
+
+
+def test_status_events_and_metrics_follow_a_drain_that_waits_for_the_task(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+    node: str,
+) -> None:
+    ns, core = kube_namespace, client.CoreV1Api(api)
+    _pod(core, ns, "worker-a", node)
+    register_worker(r, keys, worker_id="w-a", pod="worker-a", types="email", busy=1)
+    _setup(api, ns, redis_url)
+    wait_for(lambda: get_scaler(api, ns, "emails").get("status", {}).get("protectedPods") == 1)
+    assert get_scaler(api, ns, "emails")["status"]["drainingPods"] == 0
+
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    wait_for(lambda: get_scaler(api, ns, "emails")["status"].get("drainingPods") == 1)
+    wait_for(lambda: "PodDraining" in event_reasons(api, ns, "emails"), what="PodDraining")
+    assert _is_marked(core, ns, "worker-a")  # the PDB still holds it
+    labels = {"namespace": ns, "name": "emails"}
+    assert controller.metrics.sample("taskscale_pods_draining", labels) == 1
+
+    register_worker(r, keys, worker_id="w-a", pod="worker-a", types="email", busy=0)
+    wait_for(lambda: _is_unmarked(core, ns, "worker-a"), what="unmarked once idle")
+    wait_for(lambda: "PodDrained" in event_reasons(api, ns, "emails"), what="PodDrained")
+    [drained] = [e for e in events(api, ns, "emails") if e.reason == "PodDrained"]
+    assert "pod worker-a: its tasks ended after" in drained.message
+    assert controller.metrics.sample("taskscale_drain_wait_seconds_count", labels) == 1
+    wait_for(lambda: get_scaler(api, ns, "emails")["status"].get("protectedPods") == 0)
