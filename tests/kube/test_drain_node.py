@@ -39,6 +39,7 @@ from e2e.cluster.localcluster import ensure_binaries
 from support.counters import stat
 from support.kube import controller_settings, install_crd, taskscaler
 from support.kube_cluster import KubeCluster, wait_for
+from support.workers import worker_argv
 from taskscale.controller.kube import KubeController
 from taskscale.controller.kube_client import BUSY_LABEL
 from taskscale.controller.metrics import ControllerMetrics
@@ -93,14 +94,14 @@ def _worker(redis_url: str, image: str) -> client.V1Deployment:
         name="worker",
         image=image,
         image_pull_policy="Never",
-        command=[str(REPO / ".venv/bin/python"), "-m", "taskscale.cli", "worker"],
-        args=[
-            "--types=sleep",
-            "--import=taskscale.examples",
-            "--threads=1",
-            f"--namespace={KEYS.namespace}",
-            f"--grace={GRACE_S}",
-        ],
+        command=[str(REPO / ".venv/bin/python"), "-m", "taskscale.cli"],
+        args=worker_argv(
+            "sleep",
+            "taskscale.examples",
+            threads=1,
+            namespace=KEYS.namespace,
+            grace=GRACE_S,
+        ),
         env=[
             client.V1EnvVar(name="TASKSCALE_REDIS_URL", value=redis_url),
             client.V1EnvVar(name="PYTHONDONTWRITEBYTECODE", value="1"),
