@@ -126,7 +126,10 @@ class ReconcilePass:
             return _replace(base, problem=Problem.SCALE_FAILED, message=one_line(exc, typed=True))
         scaler.last_current = current
         base = _replace(base, protection=self._protect(group, scaler, observation))
-        decision = _decide(scaler, observation, now=now, current=current, error=redis_error)
+        draining = frozenset(base.protection.draining) if base.protection else frozenset()
+        decision = _decide(
+            scaler, observation, now=now, current=current, error=redis_error, draining=draining
+        )
         self._record(config.key, observation, current, decision)
         outcome = _replace(base, current=current, decision=decision)
         if redis_error is not None:
@@ -194,6 +197,7 @@ def _decide(
     now: float,
     current: int,
     error: str | None,
+    draining: frozenset[str] = frozenset(),
 ) -> Decision:
     """The scaling rules' decision, with the scaler's pause, fallback and target kind."""
     config = scaler.config
@@ -210,6 +214,7 @@ def _decide(
             redis_failures=scaler.redis_failures,
             redis_error=error or "",
             statefulset=config.target if _is_stateful_set(config) else None,
+            draining=draining,
         )
     )
     # every decision, an override's too: after a pause or a fallback ends, the

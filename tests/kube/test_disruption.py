@@ -242,3 +242,32 @@ def test_status_events_and_metrics_follow_a_drain_that_waits_for_the_task(
     assert "pod worker-a: its tasks ended after" in drained.message
     assert controller.metrics.sample("taskscale_drain_wait_seconds_count", labels) == 1
     wait_for(lambda: get_scaler(api, ns, "emails")["status"].get("protectedPods") == 0)
+
+
+def test_a_busy_draining_pod_gets_a_replacement_elsewhere(
+    api: client.ApiClient,
+    kube_namespace: str,
+    controller: KubeController,
+    r: redis.Redis,
+    redis_url: str,
+    keys: Keys,
+    node: str,
+) -> None:
+    ns, core = kube_namespace, client.CoreV1Api(api)
+    _pod(core, ns, "worker-a", node)
+    register_worker(r, keys, worker_id="w-a", pod="worker-a", types="email", busy=1)
+    enqueue(r, keys, "email", 8)
+    start_tasks(r, keys, "email", 1)  # 1 running on worker-a, 7 queued
+    client.AppsV1Api(api).create_namespaced_deployment(ns, deployment(TARGET, 0))
+    body = taskscaler("emails", TARGET, redis_url, maxReplicas=5, tasksPerReplica=4)
+    create_scaler(api, ns, body)
+
+    def desired() -> int | None:
+        return get_scaler(api, ns, "emails").get("status", {}).get("desiredReplicas")
+
+    wait_for(lambda: desired() == 2, what="ceil(8 / 4) replicas")
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    # worker-a takes none of the 7 queued: ceil(7 / 4) others + worker-a
+    wait_for(lambda: desired() == 3, what="a replacement for the draining pod")
+    core.patch_node(node, {"spec": {"unschedulable": False}})
+    wait_for(lambda: not r.exists(keys.draining), what="the flag cleared")

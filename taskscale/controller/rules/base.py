@@ -62,6 +62,8 @@ class Facts(NamedTuple):
     redis_failures: int = 0  #: passes in a row that could not read Redis
     redis_error: str = ""
     statefulset: str | None = None  #: the target's name when it is a StatefulSet
+    #: pods of the target on a leaving node, flagged in Redis (rules/drain_capacity.py)
+    draining: frozenset[str] = frozenset()
 
 
 class Sizing(NamedTuple):
