@@ -165,7 +165,12 @@ def _leaving_nodes(core: client.CoreV1Api, names: set[str], *, call: ApiCall) ->
     """Which of ``names`` are leaving; none when Nodes may not be read (the
     chart's ``rbac.readNodes: false``: said once, the marks still work)."""
     try:
-        nodes = call("list_nodes", lambda: core.list_node(_request_timeout=REQUEST_TIMEOUT_S))
+        nodes = call(
+            "list_nodes",
+            # from the API server's watch cache (resourceVersion 0): cheap, and
+            # a cordon seen one pass late is flagged on the next
+            lambda: core.list_node(resource_version="0", _request_timeout=REQUEST_TIMEOUT_S),
+        )
     except ApiException as exc:
         if exc.status != 403:
             raise
