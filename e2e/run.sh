@@ -33,9 +33,9 @@ t2=$SECONDS
 echo "e2e: scenarios" >&2
 .venv/bin/pytest -p no:cacheprovider --with-e2e --timeout=1800 -v -s e2e "$@"
 if [ "$(id -u)" = 0 ] && [ "${TASKSCALE_TEST_USE_KUBECONFIG:-0}" != 1 ]; then
-  echo "e2e: the local node runs real pods (tests/kube/test_local_node.py, test_job_mode_node.py)" >&2
-  .venv/bin/pytest -p no:cacheprovider --with-e2e -v tests/kube/test_local_node.py \
-    tests/kube/test_job_mode_node.py
+  echo "e2e: the local node runs real pods (tests/kube/test_local_node.py, test_job_mode_node.py, test_drain_node.py)" >&2
+  .venv/bin/pytest -p no:cacheprovider --with-e2e -v -s tests/kube/test_local_node.py \
+    tests/kube/test_job_mode_node.py tests/kube/test_drain_node.py
 fi
 t3=$SECONDS
 echo "e2e: chart checks $((t1 - t0)) s, images $((t2 - t1)) s, scenarios $((t3 - t2)) s" >&2

@@ -116,6 +116,7 @@ KEY_SHAPES: dict[str, str] = {
     "schedule": "schedule:<name>",
     "limits": "limits",
     "paused": "paused",
+    "draining": "draining",
     "tracked_processes": "track:processes",
     "tracked_pods": "track:pods",
     # per task type
@@ -270,6 +271,13 @@ class Keys(WorkflowKeys, HistoryKeys):
         """HASH type -> unix ms it was paused since: workers claim none of it
         (``taskscale types pause``); the controller does not scale up for it."""
         return self._key("paused")
+
+    @property
+    def draining(self) -> str:
+        """HASH pod -> unix ms (Redis clock) its drain was seen since: the
+        controller sets a field while the pod's node is cordoned or tainted for
+        removal; the pod's workers claim nothing (claim.lua) until it is gone."""
+        return self._key("draining")
 
     @property
     def tracked_processes(self) -> str:

@@ -155,6 +155,7 @@ OWN_COMMAND_LINE = {
     "tests/topology/test_connections.py": "a URL in a bare environment (PATH only)",
     "tests/demo/test_demo.py": "the demo starts its own Redis, in a temporary directory",
     "tests/dashboard/test_demo_dashboard.py": "the demo starts its own Redis",
+    "tests/kube/test_drain_node.py": "the worker runs in a pod: the container's command line",
 }
 
 

@@ -53,7 +53,7 @@ def decisions_keys(key_namespace: str) -> Keys:
 
 def pass_record(outcome: PassOutcome) -> dict[str, Any]:
     """The JSON of one pass: what the scaling page shows of a scaler."""
-    config, decision = outcome.config, outcome.decision
+    config, decision, protection = outcome.config, outcome.decision, outcome.protection
     return {
         "scaler": config.key,
         "target": config.target,
@@ -73,6 +73,8 @@ def pass_record(outcome: PassOutcome) -> dict[str, Any]:
         "message": outcome.message,
         # Job mode: the Jobs by phase (current/desired are then active Jobs)
         "jobs": None if outcome.jobs is None else outcome.jobs.as_dict(),
+        "protected": None if protection is None else sorted(protection.protected),
+        "draining": None if protection is None else dict(sorted(protection.draining.items())),
     }
 
 

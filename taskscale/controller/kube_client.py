@@ -33,6 +33,18 @@ KIND = "TaskScaler"
 #: Field manager of every write, so ``managedFields`` says who set replicas.
 FIELD_MANAGER = "taskscale-controller"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+#: The marks of a busy pod (controller/disruption.py): the two autoscalers'
+#: annotations that keep them from evicting it, and the label the chart's
+#: PodDisruptionBudget (maxUnavailable 0) selects, so a drain waits for it too.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+BUSY_LABEL = "taskscale.io/busy"
+#: Taints that say a node is about to be removed (its pods will be evicted).
+REMOVAL_TAINTS = (
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+    "karpenter.sh/disruption",
+)
 #: Seconds a single API request may take before it is abandoned (and retried).
 REQUEST_TIMEOUT_S = 10.0
 

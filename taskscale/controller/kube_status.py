@@ -174,6 +174,7 @@ class KubeReporter:
                 config.namespace, config.name, known, "Normal", reason, decision.reason
             )
         self._threads_events(config.namespace, config.name, known, status)
+        self._drain_events(outcome, known)
         previous = ready_reason(known.status)
         if outcome.problem is not None:
             last = known.warned.get(outcome.problem)
@@ -232,6 +233,26 @@ class KubeReporter:
                 "the rollout ended: " + (outcome.decision.reason),
             )
         self._post_event(config.namespace, config.name, known, "Normal", reason, message)
+
+    def _drain_events(self, outcome: PassOutcome, known: _Known) -> None:
+        """An Event when a pod is flagged for draining, one when its drain completes."""
+        protection, config = outcome.protection, outcome.config
+        if protection is None:
+            return
+        for pod in protection.newly_draining:
+            node = protection.draining.get(pod, "?")
+            message = (
+                f"pod {pod}: node {node} is cordoned or tainted for removal; its workers "
+                "claim nothing now and finish what they run"
+            )
+            self._post_event(
+                config.namespace, config.name, known, "Normal", EventReason.POD_DRAINING, message
+            )
+        for pod, waited in sorted(protection.drained.items()):
+            message = f"pod {pod}: its tasks ended after {waited:.0f} s of drain; it may be evicted"
+            self._post_event(
+                config.namespace, config.name, known, "Normal", EventReason.POD_DRAINED, message
+            )
 
     def _pause_event(self, outcome: PassOutcome, known: _Known) -> None:
         """An Event when a pause annotation appears or goes away."""

@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector
 
 from taskscale.controller.rules.no_scheduler import scheduler_alive
 from taskscale.controller.rules.queue_wait import oldest_wait
-from taskscale.controller.types import Observation, ReasonCode
+from taskscale.controller.types import Observation, Protection, ReasonCode
 from taskscale.metrics import register_process_metrics
 
 #: Redis operations whose failures are counted (label ``operation``).
@@ -49,6 +49,8 @@ API_OPERATIONS = (
     "get_status",
     "list_pods",
     "patch_pod",
+    "get_pod",
+    "list_nodes",
     "patch_status",
     "create_event",
     "list_scalers",
@@ -117,6 +119,26 @@ class ControllerMetrics:
             "taskscale_max_replicas",
             "The TaskScaler's maxReplicas.",
             SCALER,
+            registry=r,
+        )
+        self.pods_protected = Gauge(
+            "taskscale_pods_protected",
+            "Busy pods of the target marked against voluntary disruption at the last pass.",
+            SCALER,
+            registry=r,
+        )
+        self.pods_draining = Gauge(
+            "taskscale_pods_draining",
+            "Pods of the target on a cordoned node or one tainted for removal "
+            "(flagged in Redis: they claim nothing) at the last pass.",
+            SCALER,
+            registry=r,
+        )
+        self.drain_wait_seconds = Histogram(
+            "taskscale_drain_wait_seconds",
+            "How long a draining busy pod took to finish its work (flagged to unmarked).",
+            SCALER,
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600),
             registry=r,
         )
         self.schedulers_alive = Gauge(
@@ -291,6 +313,13 @@ class ControllerMetrics:
         ns, name = split_scaler(scaler)
         self.jobs_created.labels(ns, name).inc(created)
 
+    def record_protection(self, scaler: str, protection: Protection) -> None:
+        ns, name = split_scaler(scaler)
+        self.pods_protected.labels(ns, name).set(len(protection.protected))
+        self.pods_draining.labels(ns, name).set(len(protection.draining))
+        for waited in protection.drained.values():
+            self.drain_wait_seconds.labels(ns, name).observe(waited)
+
     def forget_scaler(self, scaler: str, types: tuple[str, ...]) -> None:
         """Drop a deleted scaler's series, so label sets don't grow forever."""
         ns, name = split_scaler(scaler)
@@ -300,6 +329,9 @@ class ControllerMetrics:
             self.max_replicas,
             self.schedulers_alive,
             self.rollout_hold,
+            self.pods_protected,
+            self.pods_draining,
+            self.drain_wait_seconds,
         ):
             _remove(gauge, ns, name)
         for op in REDIS_OPERATIONS:
@@ -365,6 +397,6 @@ def _known(value: str, allowed: tuple[str, ...]) -> str:
     return value if value in allowed else "other"
 
 
-def _remove(metric: Gauge | Counter, *labels: str) -> None:
+def _remove(metric: Gauge | Counter | Histogram, *labels: str) -> None:
     with contextlib.suppress(KeyError):
         metric.remove(*labels)

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from taskscale.controller.config import ScalerConfig
 from taskscale.controller.job_demand import JobCensus
-from taskscale.controller.types import Decision, Observation
+from taskscale.controller.types import Decision, Observation, Protection
 
 #: The reconciler's logger (the outcome types moved out of reconciler.py).
 log = logging.getLogger("taskscale.controller.reconciler")
@@ -45,6 +45,8 @@ class PassOutcome:
     problem: str | None = None  #: a Problem constant (the pass failed)
     message: str = ""  #: what went wrong, for a condition or an Event
     jobs: JobCensus | None = None  #: Job mode: the scaler's Jobs by phase (job_demand.py)
+    #: busy pods marked, pods draining (None: not known on this pass)
+    protection: Protection | None = None
 
     @property
     def ok(self) -> bool:

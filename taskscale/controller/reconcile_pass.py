@@ -21,6 +21,10 @@ the outcome names the :class:`Problem`, and the error metrics count every
 failed attempt.  When the next pass is due is not decided here: the
 reconciler passes its scheduler in (``schedule``), called before the report.
 
+Every pass with an observation also protects the target's busy pods from
+voluntary disruption and flags the pods of a leaving node in Redis
+(protection.py; issue 23), before the decision.
+
 The decision is the scaling rules' (taskscale/controller/rules/, applied in
 their one ordered list), given the scaler's settings beyond its policy: its
 pause annotations, ``spec.fallback`` with the count of passes in a row that
@@ -45,10 +49,11 @@ from taskscale.controller.job_demand import CountsJobs, JobCensus, decide_jobs
 from taskscale.controller.metrics import ControllerMetrics
 from taskscale.controller.observer import ObserveRequest
 from taskscale.controller.outcome import PassOutcome, Problem, Reporter, TargetNotFound
+from taskscale.controller.protection import protect
 from taskscale.controller.rules import Facts
 from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
-from taskscale.controller.types import Decision, Observation, busy_by_pod
+from taskscale.controller.types import Decision, Observation, Protection, busy_by_pod
 from taskscale.errors import one_line
 from taskscale.retrying import RetrySettings, call_with_retries
 
@@ -82,7 +87,7 @@ class ReconcilePass:
         outcomes = []
         for scaler in scalers:
             t0 = time.perf_counter()
-            outcome = self._pass(scaler, observations.get(scaler.config.key), error)
+            outcome = self._pass(group, scaler, observations.get(scaler.config.key), error)
             self._metrics.reconcile_duration.observe(observe_s + time.perf_counter() - t0)
             self._schedule(scaler, outcome)
             self._report(outcome)
@@ -124,7 +129,11 @@ class ReconcilePass:
             return {}, one_line(exc, typed=True)
 
     def _pass(
-        self, scaler: ScalerState, observation: Observation | None, redis_error: str | None
+        self,
+        group: ScalerGroup,
+        scaler: ScalerState,
+        observation: Observation | None,
+        redis_error: str | None,
     ) -> PassOutcome:
         config, now = scaler.config, self._clock()
         if observation is None and redis_error is None:
@@ -137,8 +146,16 @@ class ReconcilePass:
             if isinstance(scaler.actuator, CountsJobs):  # Job mode: which Jobs have claimed
                 workers = observation.workers if observation is not None else ()
                 jobs = scaler.actuator.census(busy_by_pod(workers))
+            base = _replace(base, protection=self._protect(group, scaler, observation))
+            draining = frozenset(base.protection.draining) if base.protection else frozenset()
             decision = _decide(
-                scaler, observation, now=now, current=current, error=redis_error, jobs=jobs
+                scaler,
+                observation,
+                now=now,
+                current=current,
+                error=redis_error,
+                jobs=jobs,
+                draining=draining,
             )
         except TargetNotFound as exc:
             return _replace(base, problem=Problem.TARGET_NOT_FOUND, message=str(exc))
@@ -163,6 +180,22 @@ class ReconcilePass:
             self._metrics.record_jobs(config.key, jobs.as_dict())
             applied = _replace(applied, jobs=jobs)
         return applied
+
+    def _protect(
+        self, group: ScalerGroup, scaler: ScalerState, observation: Observation | None
+    ) -> Protection | None:
+        """Busy pods marked, draining pods flagged (protection.py); a failure is
+        logged and leaves the pass to scale as usual."""
+        try:
+            protection = protect(
+                scaler.actuator, group.client, scaler.config.redis.key_namespace, observation
+            )
+        except Exception as exc:
+            log.warning("%s: protecting busy pods failed: %s", scaler.config.key, one_line(exc))
+            return None
+        if protection is not None:
+            self._metrics.record_protection(scaler.config.key, protection)
+        return protection
 
     def _apply(
         self, scaler: ScalerState, outcome: PassOutcome, decision: Decision, current: int
@@ -208,6 +241,7 @@ def _decide(
     current: int,
     error: str | None,
     jobs: JobCensus | None = None,
+    draining: frozenset[str] = frozenset(),
 ) -> Decision:
     """The scaling rules' decision, with the scaler's pause, fallback and target
     kind; in Job mode (``jobs``: the census), how many Jobs should be active."""
@@ -228,6 +262,7 @@ def _decide(
         redis_failures=scaler.redis_failures,
         redis_error=error or "",
         statefulset=config.target if _is_stateful_set(config) else None,
+        draining=draining,
     )
     decision = apply_rules(facts)
     if decision.desired < current:

@@ -5,7 +5,10 @@ Rollout, another operator's CR).
 ``scaleTargetRef: {apiVersion, kind, name}`` defaults to ``apps/v1``
 ``Deployment`` (:class:`DeploymentActuator`, which before a scale-down sets
 ``controller.kubernetes.io/pod-deletion-cost`` on the Deployment's pods from
-the worker registry's busy counts, so the ReplicaSet removes idle pods first).
+the worker registry's busy counts, so the ReplicaSet removes idle pods first,
+and on every pass marks busy pods against voluntary disruption and names the
+pods on leaving nodes: :meth:`DeploymentActuator.mark_pods`, in
+controller/disruption.py).
 Other ``apps/v1`` kinds use their typed ``scale`` calls; anything else goes
 through the custom-objects ``scale`` calls, with the kind's plural found once
 by discovery (``get_api_resources``: ``GET /apis/{group}/{version}``), which also says whether the
@@ -27,7 +30,7 @@ that way -- a task on ordinal 5 keeps six pods up until it ends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,6 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller.config import ScalerConfig, TargetRef
+from taskscale.controller.disruption import PodMarks, mark_pods, pods_gone
 from taskscale.controller.kube_client import (
     DELETION_COST,
     FIELD_MANAGER,
@@ -148,6 +152,19 @@ class DeploymentActuator:
             if (meta.annotations or {}).get(DELETION_COST) != str(cost):
                 self._annotate(meta.name, cost)
         return costs
+
+    def mark_pods(self, busy_by_pod: Mapping[str, int]) -> PodMarks | None:
+        """Every pass: busy pods marked against voluntary disruption, idle ones
+        unmarked, pods on leaving nodes named (controller/disruption.py)."""
+        if not self._selector:
+            self.current_replicas()
+        if not self._selector:  # no selector: the target's pods can't be told apart
+            return None
+        return mark_pods(self.core, self.namespace, self._selector, busy_by_pod, call=self._call)
+
+    def pods_gone(self, names: Collection[str]) -> set[str]:
+        """Which of ``names`` are no pod of the namespace any more."""
+        return pods_gone(self.core, self.namespace, names, call=self._call)
 
     def _annotate(self, pod: str, cost: int) -> None:
         body = {"metadata": {"annotations": {DELETION_COST: str(cost)}}}

@@ -42,6 +42,10 @@ class EventReason:
     ROLLOUT_HOLD_ENDED = "RolloutHoldEnded"
     #: Job mode: a batch of Jobs created in one pass (one Event per batch).
     JOBS_CREATED = "JobsCreated"
+    #: A worker pod's node is cordoned or tainted for removal: it claims nothing now.
+    POD_DRAINING = "PodDraining"
+    #: ... and its tasks ended: unmarked, its eviction may proceed.
+    POD_DRAINED = "PodDrained"
 
 
 class ConditionType:
@@ -84,6 +88,9 @@ def build_status(
         status["observations"] = observations_status(outcome.observation)
     if outcome.jobs is not None:  # Job mode: the Jobs by phase (job_demand.JobCensus)
         status["jobs"] = outcome.jobs.as_dict()
+    if outcome.protection is not None:
+        status["protectedPods"] = len(outcome.protection.protected)
+        status["drainingPods"] = len(outcome.protection.draining)
     status["conditions"] = merge_conditions(
         previous.get("conditions") or [],
         conditions_for(outcome),

@@ -289,6 +289,19 @@ class Rollout:
         return ""
 
 
+@dataclass(frozen=True)
+class Protection:
+    """What one pass did to keep a scaler's busy pods from voluntary
+    disruption (issue 23): the pods it marks busy, the pods on a node being
+    drained (flagged in Redis: they claim nothing), and the draining pods that
+    finished their work on this pass (unmarked: their eviction may proceed)."""
+
+    protected: tuple[str, ...] = ()  #: busy pods, marked (PDB label, do-not-disrupt)
+    draining: Mapping[str, str] = field(default_factory=dict)  #: pod -> its leaving node
+    newly_draining: tuple[str, ...] = ()  #: pods flagged on this pass
+    drained: Mapping[str, float] = field(default_factory=dict)  #: pod -> seconds its drain waited
+
+
 class Actuator(Protocol):
     """Applies a replica count to one target.  Implementations: the
     Kubernetes Deployment ``scale`` subresource, and a local process pool."""

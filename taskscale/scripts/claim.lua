@@ -21,6 +21,14 @@
 -- claimed at all: one HMGET of that hash per claim, the types' tasks stay
 -- queued, and it is not chain-woken (type_pause.lua wakes it on resume).
 --
+-- A worker whose pod is being drained ({ns}:draining has a field for the
+-- "pod" of W's registry record {ns}:worker:W: the controller sets it while
+-- the pod's node is cordoned or tainted for removal) claims nothing: the
+-- status is "draining", and a wake token is passed on for each of its types
+-- with ready tasks (the token that woke W goes to an idle worker elsewhere).
+-- One EXISTS when no pod drains; a draining key or record of another type
+-- counts as no flag (a malformed flag never stops a claim).
+--
 -- ARGV[1]  key prefix "{ns}:"
 -- ARGV[2]  W, the worker id
 -- ARGV[3]  k, the most tasks to claim (the worker's free threads)
@@ -31,7 +39,9 @@
 --
 -- Returns {status, now_ms, held, T1, id1, envelope1, T2, id2, envelope2, ...};
 -- status is "ok", or "unregistered" (nothing claimed; no "held") when W holds
--- no live lease: a reaped worker must heartbeat again before it claims.
+-- no live lease: a reaped worker must heartbeat again before it claims, or
+-- "draining" (nothing claimed; no "held") when W's pod is being drained: the
+-- worker finishes what it runs and asks again later.
 -- held is "" or "T1=ms1,T2=ms2": the rate-limited types that still have
 -- ready tasks but no token, and the ms until their next token (a worker
 -- should not wait on their wake lists before then, and claim again then).
@@ -45,6 +55,7 @@
 local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 --! include lib/clock.lua
 --! include lib/key_types.lua
+--! include lib/wake_cap.lua
 
 -- every key this claim may write, checked before the first write
 local paused_key = prefix .. 'paused'
@@ -71,9 +82,28 @@ if not lease or tonumber(lease) < now then
     return {'unregistered', now}
 end
 
+local draining_key = prefix .. 'draining'
+if redis.call('EXISTS', draining_key) == 1 and redis.call('TYPE', draining_key).ok == 'hash' then
+    local record = prefix .. 'worker:' .. worker
+    local pod = redis.call('TYPE', record).ok == 'hash' and redis.call('HGET', record, 'pod')
+    if pod and redis.call('HEXISTS', draining_key, pod) == 1 then
+        for i = 5, #ARGV do
+            local levels = {}
+            for level = 0, 9 do
+                levels[#levels + 1] = prefix .. 'q:' .. ARGV[i] .. ':' .. level
+            end
+            if redis.call('EXISTS', unpack(levels)) > 0 then
+                local wkey = prefix .. 'wake:' .. ARGV[i]
+                redis.call('RPUSH', wkey, '1')
+                redis.call('LTRIM', wkey, -WAKE_CAP, -1)
+            end
+        end
+        return {'draining', now}
+    end
+end
+
 --! include lib/limits.lua
 --! include lib/dead_letter.lua
---! include lib/wake_cap.lua
 --! include lib/queued.lua
 
 local ntypes = #ARGV - 4

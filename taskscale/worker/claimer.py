@@ -15,7 +15,10 @@ A connection error is retried with backoff; since the script may have run
 and only its reply been lost, the claimer then compares the worker's
 in-flight hash with what it holds and returns the difference
 (:meth:`Claimer.reconcile`).  A reply saying the worker is not registered
-(its lease expired and the reaper took its tasks) re-registers it.
+(its lease expired and the reaper took its tasks) re-registers it.  A reply
+saying the worker's pod is draining (the controller saw its node cordoned or
+tainted for removal: ``{ns}:draining``) makes the claimer ask again every
+:data:`DRAIN_POLL_S` without claiming, while the running tasks finish.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from taskscale.worker.slot_pools import SlotPool
 
 log = logging.getLogger("taskscale.worker")
 
+#: Seconds between two claims of a worker whose pod is draining (it claims
+#: nothing; the next claim says whether the drain flag was cleared).
+DRAIN_POLL_S = 1.0
+
 
 class Claimer:
     """The claim loop shared by a worker's pools (one thread per pool)."""
@@ -51,6 +58,8 @@ class Claimer:
         self.redis = shared.client
         self.keys = shared.keys
         self.worker_id = shared.id
+        self._pod = shared.pod
+        self._draining = False  # the last claim said the pod drains (logged once)
         self._scripts = shared.scripts
         self._tally = shared.tally
         self._stopping = shared.stopping
@@ -130,6 +139,19 @@ class Claimer:
             log.warning("worker %s: lease lost (reaped?); registering again", self.worker_id)
             self._register()
             return free  # try again at once
+        if reply[0] == b"draining":  # the pod's node drains: claim nothing, ask again later
+            if not self._draining:
+                log.info(
+                    "worker %s: pod %s is draining; claiming nothing", self.worker_id, self._pod
+                )
+            self._draining = True
+            self._stopping.wait(DRAIN_POLL_S)
+            return free
+        if self._draining:
+            log.info(
+                "worker %s: pod %s no longer draining; claiming again", self.worker_id, self._pod
+            )
+        self._draining = False
         now_ms = int(reply[1])
         claimed = [
             Claimed(reply[i].decode(), reply[i + 1].decode(), reply[i + 2], now_ms)

@@ -280,6 +280,7 @@ NEEDED = [
     ("get", "deployments/scale", "apps", None),
     ("patch", "deployments/scale", "apps", None),
     ("get", "deployments/status", "apps", None),  # the rollout hold
+    ("get", "pods", "", None),
     ("list", "pods", "", None),
     ("patch", "pods", "", None),
     ("create", "events", "", None),
@@ -323,6 +324,8 @@ def test_controller_service_account_can_do_what_the_controller_needs(
             assert _allowed(
                 kube_cluster, user, namespace, verb, resource, group=group, name=name
             ), f"{verb} {resource} in {namespace} refused"
+    for verb in ("get", "list", "watch"):  # cluster-scoped: which nodes drain (issue 23)
+        assert _allowed(kube_cluster, user, "", verb, "nodes"), f"{verb} nodes refused"
     lease = ("coordination.k8s.io", "leases")
     assert _allowed(kube_cluster, user, kube_namespace, "create", lease[1], group=lease[0])
     for verb in ("get", "update"):
@@ -366,7 +369,9 @@ def test_controller_service_account_is_refused_everything_else(
         name="taskscale-controller",
     )
     assert not _allowed(kube_cluster, user, "", "list", "namespaces")
-    assert not _allowed(kube_cluster, user, "", "list", "nodes")
+    # Nodes are read (drains, issue 23), never written
+    for verb in ("patch", "update", "delete"):
+        assert not _allowed(kube_cluster, user, "", verb, "nodes"), f"{verb} nodes allowed"
 
 
 def test_service_account_token_really_scales_but_cannot_edit_the_deployment(

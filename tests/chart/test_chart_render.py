@@ -242,7 +242,14 @@ def test_monitoring_objects_carry_the_alerts_and_dashboard_of_deploy() -> None:
 
 def test_namespaced_watch_uses_a_role_in_the_watched_namespace_only() -> None:
     objects = render(values_files=[CHART / "ci/namespaced-values.yaml"])
-    assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
+    # the one cluster-wide grant: reading Nodes (cluster-scoped), to see drains (issue 23)
+    [nodes] = by_kind(objects, "ClusterRole")
+    assert nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+    ]
+    assert [b["roleRef"]["name"] for b in by_kind(objects, "ClusterRoleBinding")] == [
+        nodes["metadata"]["name"]
+    ]
     role = one(objects, "Role")
     assert role["metadata"]["namespace"] == "taskscale-watched"
     assert not [r for r in role["rules"] if r["resources"] == ["secrets"]]

@@ -25,7 +25,7 @@ from taskscale.controller.decision_log import DecisionLog
 from taskscale.controller.job_demand import JobCensus
 from taskscale.controller.job_spec import JobTarget
 from taskscale.controller.outcome import PassOutcome
-from taskscale.controller.types import Decision, ReasonCode, ScalingPolicy, TypePolicy
+from taskscale.controller.types import Decision, Protection, ReasonCode, ScalingPolicy, TypePolicy
 from taskscale.producer import Producer
 from taskscale.server_clock import server_time
 
@@ -140,9 +140,15 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         (0, 3, "Demand", "0 -> 3: 9 queued, 3 tasks per replica", True),
         (3, 0, "Idle", "3 -> 0: all types idle for 300 s", True),
     ]
+    # the last pass saw one busy pod (marked) and one on a draining node (issue 23)
+    protection = Protection(protected=("email-worker-a",), draining={"email-worker-b": "node-2"})
     for current, desired, code, sentence, scaled in steps:
         decision = Decision(desired=desired, reason_code=code, reason=sentence)
-        log.report(PassOutcome(config, time.time(), None, current, decision, scaled=scaled))
+        log.report(
+            PassOutcome(
+                config, time.time(), None, current, decision, scaled=scaled, protection=protection
+            )
+        )
     log.close()
     with dashboard(redis_url) as d:
         browser.get(d.url + "scaling")
@@ -157,6 +163,10 @@ def test_the_scaling_page_draws_current_desired_and_the_timeline(
         # read in one step, and again if a poll redrew the list in between
         wait_for(browser, lambda b: b.execute_script(script, card + " li .sentence") == sentences)
         assert text_of(browser, card + ' [data-field="rollout-hold"]') == ""
+        assert text_of(browser, card + ' [data-field="protected"]') == "1"
+        assert text_of(browser, card + ' [data-field="draining"]') == "1"
+        line = text_of(browser, card + " .protection")
+        assert "(email-worker-a)" in line and "email-worker-b on node-2" in line
 
 
 def test_the_scaling_page_shows_a_scale_down_held_for_a_rollout(

@@ -225,6 +225,11 @@ export class Worker {
       await this.heartbeat();
       return free;
     }
+    if (reply[0] === "draining") {
+      // the pod's node drains ({ns}:draining): claim nothing, ask again in a second
+      await sleep(1000);
+      return free;
+    }
     const now = Date.now();
     this.heldTypes = new Map();
     for (const item of String(reply[2]).split(",").filter(Boolean)) {

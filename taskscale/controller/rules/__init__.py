@@ -21,6 +21,7 @@ from __future__ import annotations
 from taskscale.controller.rules import (
     busy_hold,
     caps,
+    drain_capacity,
     fail_static,
     fallback,
     idle,
@@ -45,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     fail_static.apply,  # FailStatic: Redis unread -> hold the current replicas
     sizing.apply,  # Demand, Lookahead, RateFloor, HoldActive, Min/MaxReplicas
     queue_wait.apply,  # QueueWait: the oldest task waits past maxQueueWaitSeconds
+    drain_capacity.apply,  # Demand: a busy draining pod's free threads are no capacity
     idle.apply,  # Idle, WaitingIdle: min only once every type is idle
     stabilization.apply,  # Stabilizing: the scale-up / scale-down windows
     step_limit.apply,  # StepLimit: maxScaleUpStep / maxScaleDownStep

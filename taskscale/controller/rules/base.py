@@ -65,6 +65,8 @@ class Facts(NamedTuple):
     #: A Deployment's rollout, read by the pass only to check a scale-down
     #: (rules/rollout_hold.py); None: not read, or the target has none.
     rollout: Rollout | None = None
+    #: pods of the target on a leaving node, flagged in Redis (rules/drain_capacity.py)
+    draining: frozenset[str] = frozenset()
 
 
 class Sizing(NamedTuple):

@@ -193,9 +193,20 @@
       el("p", { class: "sentence now", text: s.problem ? s.problem + ": " + s.message : s.reason || "" }),
       ...(s.rollout_hold ? [el("p", { class: "warn", "data-field": "rollout-hold",
         text: "Rollout in progress: scale-down held until it ends" })] : []),
+      protectionLine(s),
       el("p", { class: "muted" }, "types: ", ...types.flatMap((a) => [a, " "]),
         ` · last pass ${ago(now - s.reported_ms / 1000)} ago`),
       el("ol", { class: "timeline" }, ...items));
+  }
+  // busy pods marked against voluntary disruption, pods on a draining node (issue 23)
+  function protectionLine(s) {
+    if (!Array.isArray(s.protected) || !s.draining) return el("p", { class: "muted", text: "" });
+    const draining = Object.entries(s.draining);
+    return el("p", { class: "protection" },
+      "busy pods protected: ", el("span", { "data-field": "protected", text: String(s.protected.length) }),
+      s.protected.length ? ` (${s.protected.join(", ")})` : "",
+      " · pods draining: ", el("span", { "data-field": "draining", text: String(draining.length) }),
+      draining.length ? ` (${draining.map(([pod, node]) => pod + " on " + node).join(", ")})` : "");
   }
   async function refreshScaling() {
     const doc = await getJSON("/api/scalers");
