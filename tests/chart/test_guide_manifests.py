@@ -51,8 +51,12 @@ def worker_deployment() -> dict[str, Any]:
 
 def test_the_guide_shows_a_worker_deployment_its_taskscaler_and_container_fragments() -> None:
     kinds = sorted(m["kind"] for m in manifests())
-    assert kinds == ["Deployment", "TaskScaler"], kinds
-    scaler = one(manifests(), "TaskScaler")
+    assert kinds == ["Deployment", "TaskScaler", "TaskScaler"], kinds
+    # the worker Deployment's scaler, and one in Job mode ("Job mode": a
+    # jobTemplate instead of a scaleTargetRef, never both)
+    scaler = one(manifests(), "TaskScaler", "emails")
+    jobs = one(manifests(), "TaskScaler", "renders")
+    assert "jobTemplate" in jobs["spec"] and "scaleTargetRef" not in jobs["spec"], jobs
     assert scaler["spec"]["scaleTargetRef"]["name"] == worker_deployment()["metadata"]["name"]
     container_fields = set(worker_deployment()["spec"]["template"]["spec"]["containers"][0])
     for fragment in fragments():  # what a reader pastes into the container above
