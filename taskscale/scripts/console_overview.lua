@@ -83,11 +83,16 @@ for _, flat in ipairs({active, idle, limits, paused}) do
     for i = 1, #flat, 2 do add(flat[i]) end
 end
 
+-- Every type's ready count in one read (a hash as large as `types`).
+local ready_count = {}
+local counted_flat = redis.call('HGETALL', KEYS[9])
+for i = 1, #counted_flat, 2 do ready_count[counted_flat[i]] = counted_flat[i + 1] end
+
 -- One type's numbers, appended to `rows` in the order the header lists.
 local rows = {}
 local function type_row(name, in_types)
     local lists = {}
-    local counted = redis.call('HGET', KEYS[9], name)
+    local counted = ready_count[name]
     if counted and tonumber(counted) == 0 then  -- kept by every script: no LLEN
         for _ = 0, 9 do rows[#rows + 1] = 0 end
     else
