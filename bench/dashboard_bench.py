@@ -43,15 +43,18 @@ KEYS = Keys("taskscale")
 ENDPOINTS = ("/api/overview", "/api/status", "/api/catalog", "/api/workers", "/api/scalers")
 
 
-def populate(client: redis.Redis, *, types: int, workers: int, seed: int = 7) -> None:
-    """Realistic state in the documented schema, written with plain commands."""
+def populate(
+    client: redis.Redis, *, types: int, workers: int, seed: int = 7, busy: float = 1.0
+) -> None:
+    """Realistic state in the documented schema, written with plain commands;
+    only the first ``busy`` fraction of the types has ready tasks."""
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000)
     names = [f"type-{i:04d}" for i in range(types)]
     pipe = client.pipeline(transaction=False)
-    for name in names:
+    for i, name in enumerate(names):
         pipe.sadd(KEYS.types, name)
-        for level in rng.sample(range(PRIORITY_LEVELS), 2):
+        for level in rng.sample(range(PRIORITY_LEVELS), 2 if i < busy * types else 0):
             for _ in range(rng.randint(0, 3)):
                 env = {"id": f"{name}-{rng.random()}", "type": name, "args": [], "kwargs": {}}
                 env["enqueued_ms"] = now_ms - rng.randint(0, 60_000)
@@ -131,16 +134,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=200)
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--paths", nargs="+", default=ENDPOINTS, help="the endpoints to GET")
+    parser.add_argument("--busy", type=float, default=1.0, help="fraction with ready tasks")
     parser.add_argument("--no-cost", action="store_true", help="skip the Redis cost part")
     args = parser.parse_args()
     with LocalRedis() as server:
         client = redis.Redis.from_url(server.url)
-        populate(client, types=args.types, workers=args.workers)
+        populate(client, types=args.types, workers=args.workers, busy=args.busy)
         # snapshot_s=0: every GET reads Redis (the worst case: the cache shares
         # one read per second among viewers; one viewer polls every 2 s anyway)
         running = serve_in_thread(server.url, namespace="taskscale", snapshot_s=0.0)
         try:
-            print(f"{args.types} types, {args.workers} workers; {args.requests} GETs each")
+            print(
+                f"{args.types} types ({args.busy:.0%} with ready tasks), {args.workers} workers;"
+                f" {args.requests} GETs each"
+            )
             print(f"taskscale from {taskscale.__file__}")
             for path in args.paths:
                 urllib.request.urlopen(running.url + path.lstrip("/")).read()  # warm
