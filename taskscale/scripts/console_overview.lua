@@ -3,9 +3,13 @@
 -- read-only call on the Redis clock (used by taskscale.dashboard.overview), as
 -- observe.lua reads for the controller: every type's queues, delayed and
 -- dead tasks, counters, the delayed tasks due soon and how long the oldest
--- ready task has waited (lib/oldest_ready.lua, the controller's rule), and
--- the live workers' records, the live schedulers and the open fan-outs --
--- what `taskscale status` reads in ~15 pipelined commands per type.
+-- ready task has waited (lib/oldest_ready.lua, the controller's rule), its
+-- history's counts of the last full buckets (the overview's rates), and the
+-- live workers' records, the live schedulers and the open fan-outs -- what
+-- `taskscale status` reads in ~15 pipelined commands per type. A type's
+-- ready lists are LLENed only when its ready count (KEYS[9], "The ready
+-- count") is absent or not 0: at 1000 mostly idle types most of the 10 000
+-- LLENs are saved.
 --
 -- KEYS[1]  {ns}:types        set of task types ever enqueued
 -- KEYS[2]  {ns}:ACTIVE_TASKS hash type -> tasks running
@@ -15,28 +19,37 @@
 -- KEYS[6]  {ns}:schedulers   zset scheduler id -> lease expiry, unix ms
 -- KEYS[7]  {ns}:fanouts:open zset of open streamed fan-outs -> expiry, unix ms
 -- KEYS[8]  {ns}:paused       hash type -> unix ms paused since
+-- KEYS[9]  {ns}:QUEUED       hash type -> tasks in its ready lists
 --
--- Per-type keys ({ns}:q:T:P, delayed:T, dead:T, stats:T) and worker records
+-- Per-type keys ({ns}:q:T:P, delayed:T, dead:T, stats:T, history:T:B) and worker records
 -- ({ns}:worker:W) are built here from the prefix: all share KEYS[1]'s slot.
 --
 -- ARGV[1]   key prefix "{ns}:"
 -- ARGV[2]   overdue grace, ms: a delayed task due before now - ARGV[2] is overdue
 -- ARGV[3]   "due soon" window, ms: delayed tasks due in [now - ARGV[2], now + ARGV[3]]
--- ARGV[4..] the stats fields to read per type, in order
+-- ARGV[4]   history bucket width, s (history:T:B, B = unix s // ARGV[4])
+-- ARGV[5]   full history buckets to read per type for the rates (0 = none):
+--           the ARGV[5] before the current, partial one
+-- ARGV[6..] the stats fields to read per type, in order
 --
 -- Returns {{seconds, microseconds}, names, rows, active, idle_since, limits,
---          workers, schedulers, open_fanouts, paused}
---   names       every type: in KEYS[1], KEYS[2], KEYS[3], KEYS[5] or KEYS[8]
+--          workers, schedulers, open_fanouts, paused, enqueued}
+--   names       every type: in KEYS[1], KEYS[2], KEYS[3], KEYS[5] or KEYS[8];
+--               those of KEYS[1] first
 --   rows        flat, per type of `names` in order: ready tasks per priority
 --               level 0..9, delayed, dead letters, overdue, the earliest due
 --               time (unix ms, -1 none), due soon, the oldest ready task's
---               wait in ms (-1 none), then each ARGV[4..] stats field (0 unset)
+--               wait in ms (-1 none), each ARGV[6..] stats field (0 unset),
+--               then history field `c` of each of the ARGV[5] full buckets,
+--               oldest first, and the sums of `f` and of `d` over them (all
+--               0 for a type not in KEYS[1])
 --   active, idle_since, limits   HGETALL of KEYS[2], KEYS[3], KEYS[5]
 --   workers     flat {id, lease expiry ms, HGETALL of its record} per member
 --               of KEYS[4]
 --   schedulers  the ids in KEYS[6] whose lease has not expired
 --   open_fanouts how many members of KEYS[7] have not expired
 --   paused      HGETALL of KEYS[8]
+--   enqueued    how many of `names` (the first ones) are members of KEYS[1]
 --
 -- Errors: none
 
@@ -45,8 +58,10 @@
 
 local prefix = ARGV[1]
 local grace, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local bucket_ms, n_buckets = tonumber(ARGV[4]) * 1000, tonumber(ARGV[5])
+local last_full = math.floor(now / bucket_ms) - 1
 local stats_fields = {}
-for i = 4, #ARGV do
+for i = 6, #ARGV do
     stats_fields[#stats_fields + 1] = ARGV[i]
 end
 
@@ -59,6 +74,7 @@ local function add(name)
     end
 end
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do add(name) end
+local enqueued = #names
 local active = redis.call('HGETALL', KEYS[2])
 local idle = redis.call('HGETALL', KEYS[3])
 local limits = redis.call('HGETALL', KEYS[5])
@@ -67,15 +83,25 @@ for _, flat in ipairs({active, idle, limits, paused}) do
     for i = 1, #flat, 2 do add(flat[i]) end
 end
 
+-- Every type's ready count in one read (a hash as large as `types`).
+local ready_count = {}
+local counted_flat = redis.call('HGETALL', KEYS[9])
+for i = 1, #counted_flat, 2 do ready_count[counted_flat[i]] = counted_flat[i + 1] end
+
 -- One type's numbers, appended to `rows` in the order the header lists.
 local rows = {}
-local function type_row(name)
+local function type_row(name, in_types)
     local lists = {}
-    for level = 0, 9 do
-        local key = prefix .. 'q:' .. name .. ':' .. level
-        local n = redis.call('LLEN', key)
-        rows[#rows + 1] = n
-        if n > 0 then lists[#lists + 1] = key end
+    local counted = ready_count[name]
+    if counted and tonumber(counted) == 0 then  -- kept by every script: no LLEN
+        for _ = 0, 9 do rows[#rows + 1] = 0 end
+    else
+        for level = 0, 9 do
+            local key = prefix .. 'q:' .. name .. ':' .. level
+            local n = redis.call('LLEN', key)
+            rows[#rows + 1] = n
+            if n > 0 then lists[#lists + 1] = key end
+        end
     end
     local delayed = prefix .. 'delayed:' .. name
     local n_delayed = redis.call('ZCARD', delayed)
@@ -96,8 +122,24 @@ local function type_row(name)
     for i = 1, #stats_fields do
         rows[#rows + 1] = tonumber(stats[i]) or 0
     end
+    local failed, dead = 0, 0
+    local buckets = {}
+    for b = last_full - n_buckets + 1, last_full do
+        buckets[#buckets + 1] = prefix .. 'history:' .. name .. ':' .. b
+    end
+    -- one EXISTS first: most types ran nothing in the last minute
+    local any = in_types and #buckets > 0 and redis.call('EXISTS', unpack(buckets)) > 0
+    for _, key in ipairs(buckets) do
+        local got = {}
+        if any then got = redis.call('HMGET', key, 'c', 'f', 'd') end
+        rows[#rows + 1] = tonumber(got[1]) or 0
+        failed = failed + (tonumber(got[2]) or 0)
+        dead = dead + (tonumber(got[3]) or 0)
+    end
+    rows[#rows + 1] = failed
+    rows[#rows + 1] = dead
 end
-for _, name in ipairs(names) do type_row(name) end
+for i, name in ipairs(names) do type_row(name, i <= enqueued) end
 
 local workers = {}
 for _, pair in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')) do
@@ -113,4 +155,4 @@ end
 return {clock, names, rows, active, idle, limits, listed,
         redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf'),
         redis.call('ZCOUNT', KEYS[7], now, '+inf'),
-        paused}
+        paused, enqueued}
