@@ -13,11 +13,16 @@ plus the periodic schedules' one read, and shapes them exactly as
 ``idle_for_s``, ``claimed``, ``wait_ms``, ``service_ms``, ``dead_lettered``;
 and, asked for, every enqueued type's rates over the last full minute of
 its history (what :func:`taskscale.dashboard.history_data.rates` reads, in
-the same call: one call per namespace per refresh).
+the same call: one call per namespace per refresh).  Those full buckets never
+change once past, so the rates are kept per client and namespace for as long
+as the last full bucket is the same (10 s): the script then skips the
+history (the page polls every 2 s: four refreshes in five read none of it).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from taskscale import history, status
@@ -43,6 +48,13 @@ RATE_BUCKETS = 6
 _RATES = RATE_BUCKETS + 2  # completed per bucket, failed and dead summed
 _ROW = PRIORITY_LEVELS + len(_FIXED) + len(STATS) + _RATES
 
+#: Per client, per key prefix: (last full history bucket, the rates of every
+#: enqueued type over the minute that ends with it).
+_held: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_held_lock = threading.Lock()
+
 
 def read_overview(client: RedisClient, keys: Keys, *, rates: bool = False) -> dict[str, Any]:
     """One namespace's overview: ``status.collect``'s view, each type's row
@@ -62,12 +74,13 @@ def read_overview(client: RedisClient, keys: Keys, *, rates: bool = False) -> di
         keys.paused,
         keys.queued,
     ]
+    held = _held_rates(client, keys.prefix) if rates else None
     args: list[str | int] = [keys.prefix, status.OVERDUE_GRACE_MS, DUE_SOON_MS]
-    args += [history.BUCKET_S, RATE_BUCKETS if rates else 0, *STATS]
+    args += [history.BUCKET_S, RATE_BUCKETS if rates else 0, held[0] if held else -1, *STATS]
     reply = script(keys=script_keys, args=args, client=client)  # may raise: data.py
     clock, names, rows, active, idle, limits, workers, schedulers, open_fanouts, paused = reply[:10]
-    enqueued = int(reply[10])
-    row_len = _ROW if rates else _ROW - RATE_BUCKETS
+    enqueued, rated = int(reply[10]), bool(int(reply[11]))
+    row_len = _ROW if rated else _ROW - RATE_BUCKETS
     now = ServerTime.from_reply(*clock)
     active_by = {as_text(k): int(v) for k, v in _pairs(active)}
     idle_by = {as_text(k): float(v) for k, v in _pairs(idle)}
@@ -81,7 +94,7 @@ def read_overview(client: RedisClient, keys: Keys, *, rates: bool = False) -> di
         types[name] = _type_row(row, now, active_by.get(name, 0), idle_by.get(name))
         types[name]["limits"] = status.limits_view(limits_by.get(name))
         types[name]["paused_since_ms"] = paused_by.get(name)
-        if rates and i < enqueued:
+        if rated and i < enqueued:
             rate_rows[name] = _rates(row[_ROW - _RATES :])
     found: dict[str, Any] = {
         "now": now.unix_s,
@@ -98,9 +111,32 @@ def read_overview(client: RedisClient, keys: Keys, *, rates: bool = False) -> di
         "wrong_type_keys": {},
     }
     found["warnings"] = status.warnings(found, now.ms)
-    if rates:
+    if rated:
         found["rates"] = dict(sorted(rate_rows.items()))
+        _hold_rates(client, keys.prefix, history.current_bucket(now.ms) - 1, found["rates"])
+    elif held is not None:  # the same minute: the types enqueued now, from what is held
+        now_enqueued = sorted(as_text(n) for n in names[:enqueued])
+        found["rates"] = {n: held[1].get(n, _NO_RATES) for n in now_enqueued}
     return found
+
+
+#: The rates of a type with no history in the minute.
+_NO_RATES: dict[str, Any] = {
+    "completed_per_s": 0.0,
+    "failed_per_s": 0.0,
+    "dead_per_s": 0.0,
+    "done_per_s": [0.0] * RATE_BUCKETS,
+}
+
+
+def _held_rates(client: RedisClient, prefix: str) -> tuple[int, dict[str, Any]] | None:
+    with _held_lock:
+        return _held.get(client, {}).get(prefix)
+
+
+def _hold_rates(client: RedisClient, prefix: str, bucket: int, rates: dict[str, Any]) -> None:
+    with _held_lock:
+        _held.setdefault(client, {})[prefix] = (bucket, rates)
 
 
 def _rates(row: list[int]) -> dict[str, Any]:

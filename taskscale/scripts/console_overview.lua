@@ -7,9 +7,13 @@
 -- history's counts of the last full buckets (the overview's rates), and the
 -- live workers' records, the live schedulers and the open fan-outs -- what
 -- `taskscale status` reads in ~15 pipelined commands per type. A type's
--- ready lists are LLENed only when its ready count (KEYS[9], "The ready
--- count") is absent or not 0: at 1000 mostly idle types most of the 10 000
--- LLENs are saved.
+-- ten ready lists are LLENed when its ready count (KEYS[9], "The ready
+-- count") is not 0; otherwise one EXISTS of the ten says whether they are
+-- all empty (a count drifted to 0 or absent still shows what the lists
+-- hold): at 1000 mostly idle types most of the 10 000 LLENs are saved. The
+-- history's full buckets never change once past (writers add to the
+-- current bucket only), so a caller that holds the rates of the same last
+-- full bucket (ARGV[6]) gets none: the history is not read again.
 --
 -- KEYS[1]  {ns}:types        set of task types ever enqueued
 -- KEYS[2]  {ns}:ACTIVE_TASKS hash type -> tasks running
@@ -30,19 +34,22 @@
 -- ARGV[4]   history bucket width, s (history:T:B, B = unix s // ARGV[4])
 -- ARGV[5]   full history buckets to read per type for the rates (0 = none):
 --           the ARGV[5] before the current, partial one
--- ARGV[6..] the stats fields to read per type, in order
+-- ARGV[6]   the last full bucket whose rates the caller holds (-1 none): when
+--           it is this call's last full bucket, the history is not read
+-- ARGV[7..] the stats fields to read per type, in order
 --
 -- Returns {{seconds, microseconds}, names, rows, active, idle_since, limits,
---          workers, schedulers, open_fanouts, paused, enqueued}
+--          workers, schedulers, open_fanouts, paused, enqueued, rated}
 --   names       every type: in KEYS[1], KEYS[2], KEYS[3], KEYS[5] or KEYS[8];
 --               those of KEYS[1] first
 --   rows        flat, per type of `names` in order: ready tasks per priority
 --               level 0..9, delayed, dead letters, overdue, the earliest due
 --               time (unix ms, -1 none), due soon, the oldest ready task's
---               wait in ms (-1 none), each ARGV[6..] stats field (0 unset),
---               then history field `c` of each of the ARGV[5] full buckets,
---               oldest first, and the sums of `f` and of `d` over them (all
---               0 for a type not in KEYS[1])
+--               wait in ms (-1 none), each ARGV[7..] stats field (0 unset),
+--               then history field `c` of each full bucket read (the
+--               ARGV[5] ones when `rated` is 1, none when 0), oldest first,
+--               and the sums of `f` and of `d` over them (all 0 for a type
+--               not in KEYS[1])
 --   active, idle_since, limits   HGETALL of KEYS[2], KEYS[3], KEYS[5]
 --   workers     flat {id, lease expiry ms, HGETALL of its record} per member
 --               of KEYS[4]
@@ -50,6 +57,8 @@
 --   open_fanouts how many members of KEYS[7] have not expired
 --   paused      HGETALL of KEYS[8]
 --   enqueued    how many of `names` (the first ones) are members of KEYS[1]
+--   rated       1 when the rows hold the history's numbers, 0 when not
+--               (ARGV[5] is 0, or ARGV[6] is this call's last full bucket)
 --
 -- Errors: none
 
@@ -60,8 +69,12 @@ local prefix = ARGV[1]
 local grace, window = tonumber(ARGV[2]), tonumber(ARGV[3])
 local bucket_ms, n_buckets = tonumber(ARGV[4]) * 1000, tonumber(ARGV[5])
 local last_full = math.floor(now / bucket_ms) - 1
+if n_buckets > 0 and tonumber(ARGV[6]) == last_full then
+    n_buckets = 0  -- the caller holds these rates: the past does not change
+end
+local rated = n_buckets > 0 and 1 or 0
 local stats_fields = {}
-for i = 6, #ARGV do
+for i = 7, #ARGV do
     stats_fields[#stats_fields + 1] = ARGV[i]
 end
 
@@ -92,12 +105,16 @@ for i = 1, #counted_flat, 2 do ready_count[counted_flat[i]] = counted_flat[i + 1
 local rows = {}
 local function type_row(name, in_types)
     local lists = {}
-    local counted = ready_count[name]
-    if counted and tonumber(counted) == 0 then  -- kept by every script: no LLEN
-        for _ = 0, 9 do rows[#rows + 1] = 0 end
+    local queue = prefix .. 'q:' .. name .. ':'
+    local levels = {}
+    for level = 0, 9 do levels[level + 1] = queue .. level end
+    local counted = tonumber(ready_count[name])
+    -- a count of 0 (or none) is checked with one EXISTS, not trusted: it may
+    -- have drifted (a producer that keeps no count) until the recount
+    if (counted == nil or counted == 0) and redis.call('EXISTS', unpack(levels)) == 0 then
+        for _ = 1, 10 do rows[#rows + 1] = 0 end
     else
-        for level = 0, 9 do
-            local key = prefix .. 'q:' .. name .. ':' .. level
+        for _, key in ipairs(levels) do
             local n = redis.call('LLEN', key)
             rows[#rows + 1] = n
             if n > 0 then lists[#lists + 1] = key end
@@ -155,4 +172,4 @@ end
 return {clock, names, rows, active, idle, limits, listed,
         redis.call('ZRANGEBYSCORE', KEYS[6], now, '+inf'),
         redis.call('ZCOUNT', KEYS[7], now, '+inf'),
-        paused, enqueued}
+        paused, enqueued, rated}
