@@ -72,7 +72,6 @@ def read_overview(client: RedisClient, keys: Keys, *, rates: bool = False) -> di
         keys.schedulers,
         keys.fanouts_open,
         keys.paused,
-        keys.queued,
     ]
     held = _held_rates(client, keys.prefix) if rates else None
     args: list[str | int] = [keys.prefix, status.OVERDUE_GRACE_MS, DUE_SOON_MS]

@@ -6,12 +6,12 @@
 -- ready task has waited (lib/oldest_ready.lua, the controller's rule), its
 -- history's counts of the last full buckets (the overview's rates), and the
 -- live workers' records, the live schedulers and the open fan-outs -- what
--- `taskscale status` reads in ~15 pipelined commands per type. A type's
--- ten ready lists are LLENed when its ready count (KEYS[9], "The ready
--- count") is not 0; otherwise one EXISTS of the ten says whether they are
--- all empty (a count drifted to 0 or absent still shows what the lists
--- hold): at 1000 mostly idle types most of the 10 000 LLENs are saved. The
--- history's full buckets never change once past (writers add to the
+-- `taskscale status` reads in ~15 pipelined commands per type. One EXISTS
+-- of a type's ten ready lists says how many hold tasks; they are LLENed in
+-- priority order only until that many are found (an idle type costs one
+-- read, not ten; exact whatever the ready count QUEUED says). Delayed tasks
+-- are counted from the earliest one's due time when it settles the count.
+-- The history's full buckets never change once past (writers add to the
 -- current bucket only), so a caller that holds the rates of the same last
 -- full bucket (ARGV[6]) gets none: the history is not read again.
 --
@@ -23,7 +23,6 @@
 -- KEYS[6]  {ns}:schedulers   zset scheduler id -> lease expiry, unix ms
 -- KEYS[7]  {ns}:fanouts:open zset of open streamed fan-outs -> expiry, unix ms
 -- KEYS[8]  {ns}:paused       hash type -> unix ms paused since
--- KEYS[9]  {ns}:QUEUED       hash type -> tasks in its ready lists
 --
 -- Per-type keys ({ns}:q:T:P, delayed:T, dead:T, stats:T, history:T:B) and worker records
 -- ({ns}:worker:W) are built here from the prefix: all share KEYS[1]'s slot.
@@ -96,11 +95,6 @@ for _, flat in ipairs({active, idle, limits, paused}) do
     for i = 1, #flat, 2 do add(flat[i]) end
 end
 
--- Every type's ready count in one read (a hash as large as `types`).
-local ready_count = {}
-local counted_flat = redis.call('HGETALL', KEYS[9])
-for i = 1, #counted_flat, 2 do ready_count[counted_flat[i]] = counted_flat[i + 1] end
-
 -- One type's numbers, appended to `rows` in the order the header lists.
 local rows = {}
 local function type_row(name, in_types)
@@ -108,27 +102,41 @@ local function type_row(name, in_types)
     local queue = prefix .. 'q:' .. name .. ':'
     local levels = {}
     for level = 0, 9 do levels[level + 1] = queue .. level end
-    local counted = tonumber(ready_count[name])
-    -- a count of 0 (or none) is checked with one EXISTS, not trusted: it may
-    -- have drifted (a producer that keeps no count) until the recount
-    if (counted == nil or counted == 0) and redis.call('EXISTS', unpack(levels)) == 0 then
-        for _ = 1, 10 do rows[#rows + 1] = 0 end
-    else
-        for _, key in ipairs(levels) do
-            local n = redis.call('LLEN', key)
-            rows[#rows + 1] = n
-            if n > 0 then lists[#lists + 1] = key end
+    local left = redis.call('EXISTS', unpack(levels))  -- how many lists hold tasks
+    for _, key in ipairs(levels) do
+        local n = 0
+        if left > 0 then  -- the empty lists after the last non-empty one: not read
+            n = redis.call('LLEN', key)
+            if n > 0 then
+                left = left - 1
+                lists[#lists + 1] = key
+            end
         end
+        rows[#rows + 1] = n
     end
     local delayed = prefix .. 'delayed:' .. name
     local n_delayed = redis.call('ZCARD', delayed)
     rows[#rows + 1] = n_delayed
     rows[#rows + 1] = redis.call('LLEN', prefix .. 'dead:' .. name)
-    if n_delayed > 0 then  -- most types have none: three reads saved
-        rows[#rows + 1] = redis.call('ZCOUNT', delayed, '-inf', now - grace)
-        local earliest = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-        rows[#rows + 1] = math.floor(tonumber(earliest[2]))
-        rows[#rows + 1] = redis.call('ZCOUNT', delayed, now - grace, now + window)
+    if n_delayed > 0 then  -- most types have none: these reads saved
+        local earliest = tonumber(redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2])
+        local soon_from, soon_to = now - grace, now + window
+        -- the earliest due time settles a count when none or all can be in its range
+        if earliest > soon_from then
+            rows[#rows + 1] = 0  -- overdue: none is due before the earliest
+        elseif n_delayed == 1 then
+            rows[#rows + 1] = 1
+        else
+            rows[#rows + 1] = redis.call('ZCOUNT', delayed, '-inf', soon_from)
+        end
+        rows[#rows + 1] = math.floor(earliest)
+        if earliest > soon_to then
+            rows[#rows + 1] = 0  -- due soon: none
+        elseif n_delayed == 1 then
+            rows[#rows + 1] = earliest >= soon_from and 1 or 0
+        else
+            rows[#rows + 1] = redis.call('ZCOUNT', delayed, soon_from, soon_to)
+        end
     else
         rows[#rows + 1] = 0   -- overdue
         rows[#rows + 1] = -1  -- earliest due

@@ -1,8 +1,7 @@
 """The overview's one script call also reads the rates (issue 24, item 5):
-the same numbers as ``history_data.rates``, and a type's ready lists are
-LLENed when its ready count (``QUEUED``) is not 0 or one EXISTS finds
-them not all empty; the rates of the same last full bucket are kept and the
-history not read again."""
+the same numbers as ``history_data.rates``; and a type's ready lists are
+read as they are (one EXISTS, then LLENs until the non-empty ones are
+found), whatever its ready count ``QUEUED`` says."""
 
 from __future__ import annotations
 
@@ -46,19 +45,22 @@ def test_the_rates_are_history_data_s(r: redis.Redis) -> None:
     assert data.overview(r, ShardMap((KEYS.namespace,)), rates=True)["rates"] == found
 
 
-def test_the_ready_lists_are_read_unless_the_count_is_0(r: redis.Redis) -> None:
+def test_the_ready_lists_are_read_whatever_the_count_says(r: redis.Redis) -> None:
     env = json.dumps({"id": "a", "type": "t", "args": [], "kwargs": {}, "enqueued_ms": 1})
-    r.sadd(KEYS.types, "counted", "uncounted", "drifted")
+    r.sadd(KEYS.types, "counted", "uncounted", "drifted", "ends")
     r.rpush(KEYS.queue("counted", 2), env, env)
     r.hset(KEYS.queued, "counted", 2)
     r.rpush(KEYS.queue("uncounted", 4), env)  # a producer that keeps no count
     r.rpush(KEYS.queue("drifted", 1), env)  # pushed by hand after the count said 0
     r.hset(KEYS.queued, "drifted", 0)
+    r.rpush(KEYS.queue("ends", 0), env)  # the first and the last level
+    r.rpush(KEYS.queue("ends", 9), env, env)
     types = read_overview(r, KEYS)["types"]
+    assert types["ends"]["queued_by_priority"] == [1, 0, 0, 0, 0, 0, 0, 0, 0, 2]
     assert types["counted"]["queued_by_priority"] == [0, 0, 2, 0, 0, 0, 0, 0, 0, 0]
     assert types["counted"]["oldest_ready_s"] is not None
     assert types["uncounted"]["queued_by_priority"][4] == 1
-    # a count of 0 is checked (one EXISTS), not trusted: the console shows what
-    # the lists hold even before the scheduler's recount repairs the count
+    # the count is not read: the console shows what the lists hold even
+    # before the scheduler's recount repairs a drifted count
     assert types["drifted"]["queued_by_priority"] == [0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
     assert types["drifted"]["oldest_ready_s"] is not None
