@@ -30,6 +30,7 @@ from typing import Any
 
 import redis
 
+import taskscale
 from taskscale import status
 from taskscale.catalog import read_catalog
 from taskscale.dashboard import data
@@ -42,19 +43,23 @@ KEYS = Keys("taskscale")
 ENDPOINTS = ("/api/overview", "/api/status", "/api/catalog", "/api/workers", "/api/scalers")
 
 
-def populate(client: redis.Redis, *, types: int, workers: int, seed: int = 7) -> None:
-    """Realistic state in the documented schema, written with plain commands."""
+def populate(
+    client: redis.Redis, *, types: int, workers: int, seed: int = 7, busy: float = 1.0
+) -> None:
+    """Realistic state in the documented schema, written with plain commands;
+    only the first ``busy`` fraction of the types has ready tasks."""
     rng = random.Random(seed)
     now_ms = int(time.time() * 1000)
     names = [f"type-{i:04d}" for i in range(types)]
     pipe = client.pipeline(transaction=False)
-    for name in names:
+    for i, name in enumerate(names):
         pipe.sadd(KEYS.types, name)
-        for level in rng.sample(range(PRIORITY_LEVELS), 2):
+        for level in rng.sample(range(PRIORITY_LEVELS), 2 if i < busy * types else 0):
             for _ in range(rng.randint(0, 3)):
                 env = {"id": f"{name}-{rng.random()}", "type": name, "args": [], "kwargs": {}}
                 env["enqueued_ms"] = now_ms - rng.randint(0, 60_000)
                 pipe.rpush(KEYS.queue(name, level), json.dumps(env))
+                pipe.hincrby(KEYS.queued, name, 1)  # the ready count, as enqueue keeps it
         for _ in range(rng.randint(0, 3)):
             env = {"id": f"{name}-d{rng.random()}", "type": name, "args": [], "kwargs": {}}
             pipe.zadd(KEYS.delayed(name), {json.dumps(env): now_ms + rng.randint(-5000, 300_000)})
@@ -67,6 +72,10 @@ def populate(client: redis.Redis, *, types: int, workers: int, seed: int = 7) ->
             mapping={"enqueued": 100, "claimed": 90, "completed": 85, "failed": 5, "wait_ms": 900},
         )
         pipe.hset(KEYS.active, name, rng.randint(0, 2))
+        if rng.random() < 0.2:  # a fifth ran tasks in the last minute: its history
+            for bucket in range(now_ms // 10_000 - 7, now_ms // 10_000 + 1):
+                fields = {"c": rng.randint(0, 50), "f": rng.randint(0, 3), "d": rng.randint(0, 1)}
+                pipe.hset(KEYS.history(name, bucket), mapping=fields)
         pipe.hset(KEYS.idle_since, name, f"{time.time() - rng.randint(0, 600):.3f}")
     entry = {
         "type": "",
@@ -124,16 +133,23 @@ def main() -> None:
     parser.add_argument("--types", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=200)
     parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--paths", nargs="+", default=ENDPOINTS, help="the endpoints to GET")
+    parser.add_argument("--busy", type=float, default=1.0, help="fraction with ready tasks")
+    parser.add_argument("--no-cost", action="store_true", help="skip the Redis cost part")
     args = parser.parse_args()
     with LocalRedis() as server:
         client = redis.Redis.from_url(server.url)
-        populate(client, types=args.types, workers=args.workers)
+        populate(client, types=args.types, workers=args.workers, busy=args.busy)
         # snapshot_s=0: every GET reads Redis (the worst case: the cache shares
         # one read per second among viewers; one viewer polls every 2 s anyway)
         running = serve_in_thread(server.url, namespace="taskscale", snapshot_s=0.0)
         try:
-            print(f"{args.types} types, {args.workers} workers; {args.requests} GETs each")
-            for path in ENDPOINTS:
+            print(
+                f"{args.types} types ({args.busy:.0%} with ready tasks), {args.workers} workers;"
+                f" {args.requests} GETs each"
+            )
+            print(f"taskscale from {taskscale.__file__}")
+            for path in args.paths:
                 urllib.request.urlopen(running.url + path.lstrip("/")).read()  # warm
                 times = []
                 for _ in range(args.requests):
@@ -147,6 +163,8 @@ def main() -> None:
                 )
         finally:
             running.stop()
+        if args.no_cost:
+            return
 
         def overview() -> None:  # what GET /api/overview reads
             data.overview(client, ShardMap((KEYS.namespace,)))

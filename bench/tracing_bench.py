@@ -10,13 +10,19 @@ would.  The enqueue is over before the worker starts, so its cost is not
 in the figures.  Then one ``taskscale worker`` process with T threads
 drains them; the rate is tasks completed over the time from the first
 completion seen to the last (start-up excluded), read from the type's
-``completed`` counter every 5 ms, and the worker process's CPU time
-(user + system, /proc) over the same span, per task -- less sensitive to
-the other loads of a shared machine than the rate.  Spans go to a real
-Jaeger (scripts/build-jaeger.sh) on loopback, on the same machine: its CPU
-is part of the 100 % cost.
+``completed`` counter every 5 ms.  The worker's CPU per task is its CPU
+time (every thread's, in ns from /proc/<pid>/task/*/schedstat) from the
+first completion to ``--settle`` seconds after the last, so that the batch
+span processor's last export (``OTEL_BSP_SCHEDULE_DELAY`` is set to 500 ms
+in the traced modes) is counted too -- less sensitive to the other loads
+of a shared machine than the rate; the settle time costs every mode alike.
+Spans go to a real Jaeger (scripts/build-jaeger.sh) on loopback, on the
+same machine: its CPU is part of the 100 % rate (not of the worker's CPU).
+The order of the modes turns by one each round; each round's ratios to
+that round's "off" are reported beside the medians (pairing cancels part
+of the machine's drift).
 
-    .venv/bin/python -m bench.tracing_bench --n 30000 --rounds 5 --threads 16
+    .venv/bin/python -m bench.tracing_bench --n 30000 --rounds 9 --threads 16
 """
 
 from __future__ import annotations
@@ -47,20 +53,35 @@ ENQUEUE = (
     "import sys; from taskscale.producer import Producer; p = Producer();"
     "[p.enqueue('noop') for _ in range(int(sys.argv[1]))]"
 )
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S
+    """CPU seconds of process ``pid``, all its live threads, to the ns
+    (``/proc/<pid>/task/*/schedstat``: the clock ticks of /proc/<pid>/stat
+    are 10 ms, 1 % of a 1-second drain)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return total / 1e9
 
 
 def modes(otlp_url: str) -> dict[str, dict[str, str]]:
-    traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_url, "OTEL_SERVICE_NAME": "bench"}
+    traced = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_url,
+        "OTEL_SERVICE_NAME": "bench",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",  # the last export inside the settle time
+    }
     return {
         "off": {},
+        "0 %": {  # every task "not sampled": the unsampled path alone
+            **traced,
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0",
+        },
         "1 %": {
             **traced,
             "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
@@ -70,7 +91,9 @@ def modes(otlp_url: str) -> dict[str, dict[str, str]]:
     }
 
 
-def drain(url: str, extra: dict[str, str], n: int, threads: int) -> tuple[float, float]:
+def drain(
+    url: str, extra: dict[str, str], n: int, threads: int, settle_s: float = 1.0
+) -> tuple[float, float]:
     """(tasks/s, worker CPU microseconds per task) of one drain."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(extra, TASKSCALE_REDIS_URL=url, TASKSCALE_NAMESPACE=KEYS.namespace)
@@ -90,11 +113,13 @@ def drain(url: str, extra: dict[str, str], n: int, threads: int) -> tuple[float,
             if done and not first:
                 first, done0, cpu0 = now, done, cpu_s(worker.pid)
             if done >= n:
-                last, cpu1 = now, cpu_s(worker.pid)
+                last = now
                 break
             time.sleep(0.005)
         if not last:
             raise RuntimeError(f"drain did not finish: {done} of {n}")
+        time.sleep(settle_s)  # the batch processor's last export
+        cpu1 = cpu_s(worker.pid)
         return (n - done0) / (last - first), (cpu1 - cpu0) / (n - done0) * 1e6
     finally:
         worker.terminate()
@@ -106,6 +131,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--modes", nargs="+", help="a subset: off, '0 %%', '1 %%', '100 %%'")
+    parser.add_argument("--settle", type=float, default=1.0, help="s after the last task")
     args = parser.parse_args()
     binary = jaeger_binary()
     if binary is None:
@@ -114,23 +141,45 @@ def main() -> None:
     cpus: dict[str, list[float]] = {}
     print(f"load average before: {os.getloadavg()}", flush=True)
     with Jaeger(binary) as jaeger, RedisServer() as server:
+        chosen = {k: v for k, v in modes(jaeger.otlp_url).items() if k in (args.modes or [k])}
+        order = list(chosen)
         for round_ in range(args.rounds):
-            for name, extra in modes(jaeger.otlp_url).items():
-                rate, cpu = drain(server.url, extra, args.n, args.threads)
+            turned = order[round_ % len(order) :] + order[: round_ % len(order)]
+            for name in turned:
+                rate, cpu = drain(server.url, chosen[name], args.n, args.threads, args.settle)
                 rates.setdefault(name, []).append(rate)
                 cpus.setdefault(name, []).append(cpu)
                 print(
-                    f"round {round_ + 1} {name:>6}: {rate:,.0f} tasks/s, {cpu:.0f} us CPU/task",
+                    f"round {round_ + 1} {name:>6}: {rate:,.0f} tasks/s, {cpu:.1f} us CPU/task"
+                    f"  (load {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
     print(f"load average after: {os.getloadavg()}")
+    summary(rates, cpus)
+
+
+def summary(rates: dict[str, list[float]], cpus: dict[str, list[float]]) -> None:
+    """Medians and spreads; each round's ratio to the same round's off."""
     off, off_cpu = statistics.median(rates["off"]), statistics.median(cpus["off"])
     for name, samples in rates.items():
         median, cpu = statistics.median(samples), statistics.median(cpus[name])
         shown = " / ".join(f"{r:,.0f}" for r in samples)
         print(
-            f"{name:>6}: {shown}  median {median:,.0f} tasks/s = {median / off:.1%} of off;"
-            f" CPU/task median {cpu:.1f} us = {off_cpu / cpu:.1%} of off's throughput per CPU"
+            f"{name:>6}: {shown}  median {median:,.0f} tasks/s = {median / off:.1%} of off"
+            f" (range {min(samples):,.0f}..{max(samples):,.0f})"
+        )
+        shown = " / ".join(f"{c:.1f}" for c in cpus[name])
+        print(
+            f"{'':>6}  CPU/task {shown} us  median {cpu:.1f} us = {off_cpu / cpu:.1%}"
+            f" of off's tasks per CPU second (range {min(cpus[name]):.1f}..{max(cpus[name]):.1f})"
+        )
+        paired_rate = [r / o for r, o in zip(samples, rates["off"], strict=True)]
+        paired_cpu = [o / c for c, o in zip(cpus[name], cpus["off"], strict=True)]
+        print(
+            f"{'':>6}  paired with its round's off: rate median"
+            f" {statistics.median(paired_rate):.1%}, per CPU median"
+            f" {statistics.median(paired_cpu):.1%}"
+            f" ({' / '.join(f'{x:.1%}' for x in paired_cpu)})"
         )
 
 

@@ -189,14 +189,18 @@ def read_catalog(client: RedisClient, keys: Keys) -> dict[str, Any]:
     docs = pipe.execute() if live else []
     enqueued = {as_text(t) for t in enqueued_raw}
     types: dict[str, dict[str, Any]] = {}
-    shapes: dict[str, set[str]] = {}
+    # each type's distinct descriptions, compared as decoded (a list: there
+    # are one or two, and comparing is cheaper than encoding each again)
+    shapes: dict[str, list[dict[str, Any]]] = {}
     for worker_id, raw in zip(live, docs, strict=True):
         for name, entry in _entries(raw):
             merged = types.setdefault(name, {**entry, "workers": []})
             if entry.get("registered") and not merged.get("registered"):
                 merged.update(entry)  # prefer a worker that can run it
             merged["workers"].append(worker_id)
-            shapes.setdefault(name, set()).add(json.dumps(entry, sort_keys=True))
+            seen = shapes.setdefault(name, [])
+            if entry not in seen:
+                seen.append(entry)
     for name in enqueued - types.keys():
         types[name] = {"type": name, "registered": False, "workers": []}
     for name, merged in types.items():

@@ -32,6 +32,7 @@ import redis
 
 from taskscale import admin, status
 from taskscale.catalog import read_catalog
+from taskscale.dashboard import history_data
 from taskscale.dashboard.overview_script import read_overview
 from taskscale.keys import PRIORITY_LEVELS, Keys
 from taskscale.redis_urls import RedisClient
@@ -55,25 +56,39 @@ def status_of(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
 # --- the overview -----------------------------------------------------------------------
 
 
-def overview(client: RedisClient, shards: ShardMap) -> dict[str, Any]:
+def overview(client: RedisClient, shards: ShardMap, *, rates: bool = False) -> dict[str, Any]:
     """``status.collect`` with ``oldest_ready_s``, ``due_soon``, ``idle_for_s``,
     ``wait_ms``/``claimed`` and ``dead_lettered`` (the stats counter: every
-    task ever dead-lettered, which the browser turns into a rate) per type."""
-    merge = partial(status.merge_namespaces, summed=SUMMED)
-    return status.read_namespaces(shards.namespaces, partial(_overview_of, client), merge)
+    task ever dead-lettered, which the browser turns into a rate) per type;
+    with ``rates``, ``"rates"`` as :func:`history_data.rates` reads them."""
+    return status.read_namespaces(
+        shards.namespaces, partial(_overview_of, client, rates=rates), _merge_overviews
+    )
 
 
-def _overview_of(client: RedisClient, keys: Keys) -> dict[str, Any]:
+def _merge_overviews(parts: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    merged = status.merge_namespaces(parts, summed=SUMMED)
+    if "rates" in parts[0][1]:
+        merged["rates"] = {}
+        for _, one in parts:  # a type in several namespaces: the last one's, as history_data
+            merged["rates"].update(one["rates"])
+        merged["rates"] = dict(sorted(merged["rates"].items()))
+    return merged
+
+
+def _overview_of(client: RedisClient, keys: Keys, *, rates: bool = False) -> dict[str, Any]:
     """One namespace's overview in one script call; when a key of the wrong
     type stops the script (issue 21), what ``taskscale status`` shows -- every
     type, and a warning naming the key -- with the console's fields neutral."""
     try:
-        return read_overview(client, keys)
+        return read_overview(client, keys, rates=rates)
     except redis.ResponseError:
         found = status.collect(client, keys)
         for name, row in found["types"].items():
             row.pop("stats", None)
             found["types"][name] = {**empty_row(), **row}
+        if rates:
+            found["rates"] = history_data.rates(client, ShardMap((keys.namespace,)))
         return found
 
 
