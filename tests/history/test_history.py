@@ -61,9 +61,11 @@ def test_real_workers_counts_equal_the_tasks_they_ran(
     # every run is in the run-time histogram, every run's wait in the wait one
     assert sum(sum(x.run_hist.values()) for x in noop) == 40
     assert sum(sum(x.wait_hist.values()) for x in fail) == 7
-    # the sleep tasks ran 50 ms: p50 within one bin (41 %) of it
-    [busy] = [x for x in sleep if x.completed]
-    assert busy.run_p50_ms is not None and 45 <= busy.run_p50_ms <= 80
+    # the sleep tasks ran 50 ms: p50 within one bin (41 %) of it, in each
+    # 10 s bucket they completed in (the six can straddle a bucket's edge)
+    busy = [x for x in sleep if x.completed]
+    assert 1 <= len(busy) <= 2
+    assert all(x.run_p50_ms is not None and 45 <= x.run_p50_ms <= 80 for x in busy)
     overall = history.read(r, keys, ["noop", "fail", "sleep"], 600, now_ms=server_time(r, keys).ms)
     assert sum(x.completed for x in overall) == 46
     # the recent runs: capped at 5 per type, newest first, outcome and result kept
