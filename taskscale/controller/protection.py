@@ -13,12 +13,15 @@ outcome (metrics, Events, status, the console's Scaling page).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from taskscale.controller.disruption import PodMarks
 from taskscale.controller.drain_flags import sync_flags
 from taskscale.controller.types import Observation, Protection, busy_by_pod
 from taskscale.redis_urls import RedisClient
+
+if TYPE_CHECKING:  # the Kubernetes client is the controller extra's: the demo's
+    # local pool runs this module without it
+    from taskscale.controller.disruption import PodMarks
 
 
 @runtime_checkable
