@@ -99,9 +99,8 @@ end
 local rows = {}
 local function type_row(name, in_types)
     local lists = {}
-    local queue = prefix .. 'q:' .. name .. ':'
     local levels = {}
-    for level = 0, 9 do levels[level + 1] = queue .. level end
+    for level = 0, 9 do levels[level + 1] = prefix .. 'q:' .. name .. ':' .. level end
     local left = redis.call('EXISTS', unpack(levels))  -- how many lists hold tasks
     for _, key in ipairs(levels) do
         local n = 0
