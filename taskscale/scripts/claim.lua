@@ -238,10 +238,13 @@ end
 
 -- Work left behind: chain-wake another idle worker of each such type that
 -- may still be claimed (a type at its limit would wake it for nothing).
+-- One waiting token is enough (the worker it wakes chain-wakes the next): a
+-- busy worker claims again and again under a backlog, and a token per claim
+-- piled up to WAKE_CAP, each making an idle claimer claim for nothing later.
 if remaining == 0 then
     for _, ttype in ipairs(types) do
-        if budget[ttype] > 0 and has_ready(ttype) then
-            local wkey = prefix .. 'wake:' .. ttype
+        local wkey = prefix .. 'wake:' .. ttype
+        if budget[ttype] > 0 and redis.call('LLEN', wkey) == 0 and has_ready(ttype) then
             redis.call('RPUSH', wkey, '1')
             redis.call('LTRIM', wkey, -WAKE_CAP, -1)
         end
