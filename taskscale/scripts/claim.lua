@@ -57,7 +57,9 @@ local prefix, worker, k, dead_cap = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 --! include lib/key_types.lua
 --! include lib/wake_cap.lua
 
--- every key this claim may write, checked before the first write
+-- every key this claim may write, checked before the first write; the
+-- ready lists (ten a type) only when the first pop meets one of the wrong
+-- type (below): a TYPE each was a third of a claim's commands (issue 27)
 local paused_key = prefix .. 'paused'
 local checks = {KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4] or false, 'hash',
     paused_key, 'hash'}
@@ -67,10 +69,16 @@ for i = 5, #ARGV do
         prefix .. 'wake:' .. t, 'list', prefix .. 'bucket:' .. t, 'hash'}) do
         checks[#checks + 1] = c
     end
-    for level = 0, 9 do
-        checks[#checks + 1] = prefix .. 'q:' .. t .. ':' .. level
-        checks[#checks + 1] = 'list'
+end
+local function ready_lists()
+    local lists = {}
+    for i = 5, #ARGV do
+        for level = 0, 9 do
+            lists[#lists + 1] = prefix .. 'q:' .. ARGV[i] .. ':' .. level
+            lists[#lists + 1] = 'list'
+        end
     end
+    return lists
 end
 local bad = wrong_key(checks)
 if bad then
@@ -198,12 +206,25 @@ local function lmpop_of()
     return cmd, most
 end
 
+-- A ready list of the wrong type fails its LMPOP, which then pops nothing.
+-- The first LMPOP is this claim's first write: its failure is the BADKEY
+-- reply (the lists checked now), nothing written.  A later one (the lists
+-- before it ran out during this claim) ends the claim with what it took;
+-- the next claim's first LMPOP meets the key and names it.
+local first_pop = true
 local lmpop, most = lmpop_of()
 local count_at = #lmpop + 1
 local remaining = k
 while remaining > 0 and lmpop[2] > 0 do
     lmpop[count_at] = math.min(remaining, most)
-    local popped = redis.call(unpack(lmpop))
+    local popped = redis.pcall(unpack(lmpop))
+    if type(popped) == 'table' and popped.err then
+        if first_pop then
+            return wrong_key(ready_lists()) or popped
+        end
+        break
+    end
+    first_pop = false
     if not popped then
         break
     end
@@ -268,10 +289,13 @@ end
 
 -- Work left behind: chain-wake another idle worker of each such type that
 -- may still be claimed (a type at its limit would wake it for nothing).
+-- One waiting token is enough (the worker it wakes chain-wakes the next): a
+-- busy worker claims again and again under a backlog, and a token per claim
+-- piled up to WAKE_CAP, each making an idle claimer claim for nothing later.
 if remaining == 0 then
     for _, ttype in ipairs(types) do
-        if budget[ttype] > 0 and has_ready(ttype) then
-            local wkey = prefix .. 'wake:' .. ttype
+        local wkey = prefix .. 'wake:' .. ttype
+        if budget[ttype] > 0 and redis.call('LLEN', wkey) == 0 and has_ready(ttype) then
             redis.call('RPUSH', wkey, '1')
             redis.call('LTRIM', wkey, -WAKE_CAP, -1)
         end
