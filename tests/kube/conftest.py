@@ -4,11 +4,14 @@ running in the test process and watching only the test's namespace."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from e2e.cluster.images import write_oci_image
 from support.kube import controller_settings, install_crd
 from support.kube_cluster import KubeCluster
 from taskscale.controller.kube import KubeController
@@ -30,3 +33,27 @@ def controller(api: client.ApiClient, kube_namespace: str) -> Iterator[KubeContr
     ctl.start()
     yield ctl
     ctl.stop()
+
+
+#: The one-file image (static busybox) the real-pod tests run.
+BUSYBOX_IMAGE = "taskscale-test/busybox:1"
+
+
+@pytest.fixture(scope="module")
+def busybox_image(kube_node_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A one-file image (static busybox) imported into the local node; the
+    tests of real pods run their commands (or the host's Python) with it."""
+    node = kube_node_cluster.local.node if kube_node_cluster.local else None
+    if node is None:
+        pytest.skip("needs the local node to import an image (not an existing cluster)")
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        pytest.skip("busybox not found (Debian package busybox-static)")
+    archive = write_oci_image(
+        {"/bin/busybox": Path(busybox)},
+        name=BUSYBOX_IMAGE,
+        entrypoint=["/bin/busybox"],
+        out=tmp_path_factory.mktemp("image") / "busybox.tar",
+    )
+    node.import_image(archive)
+    return BUSYBOX_IMAGE

@@ -22,7 +22,6 @@ Runs only with ``--with-e2e`` (``e2e/run.sh`` passes it), under
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +33,6 @@ import pytest
 import redis
 from kubernetes import client
 
-from e2e.cluster.images import write_oci_image
 from e2e.cluster.localcluster import ensure_binaries
 from support.counters import stat
 from support.kube import controller_settings, install_crd, taskscaler
@@ -48,7 +46,6 @@ from taskscale.producer import Producer
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e, pytest.mark.timeout(240)]
 
-IMAGE = "taskscale-test/busybox:1"
 REPO = Path(__file__).resolve().parents[2]
 TASK_S = 20.0
 #: The worker's --grace, far shorter than the task: without the protection
@@ -56,24 +53,6 @@ TASK_S = 20.0
 GRACE_S = 3
 LABELS = {"app": "drain-worker"}
 KEYS = Keys("drain-node")
-
-
-@pytest.fixture(scope="module")
-def busybox_image(kube_node_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    node = kube_node_cluster.local.node if kube_node_cluster.local else None
-    if node is None:
-        pytest.skip("needs the local node (the host's Python is mounted into the pod)")
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        pytest.skip("busybox not found (Debian package busybox-static)")
-    archive = write_oci_image(
-        {"/bin/busybox": Path(busybox)},
-        name=IMAGE,
-        entrypoint=["/bin/busybox"],
-        out=tmp_path_factory.mktemp("image") / "busybox.tar",
-    )
-    node.import_image(archive)
-    return IMAGE
 
 
 def _host_mounts() -> list[tuple[str, str]]:

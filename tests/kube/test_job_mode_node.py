@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -30,7 +29,6 @@ import redis
 from jobburst_tasks import FINISHED, PODS, STARTED
 from kubernetes import client
 
-from e2e.cluster.images import write_oci_image
 from support.kube import condition, controller_settings, create_scaler, get_scaler, install_crd
 from support.kube_cluster import KubeCluster, wait_for
 from support.workers import REPO, processes, start_scheduler
@@ -42,27 +40,8 @@ from taskscale.producer import Call, Producer
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 
-IMAGE = "taskscale-test/busybox:1"
 TASKS = 10
 TASK_S = 3.0
-
-
-@pytest.fixture(scope="module")
-def busybox_image(kube_node_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    node = kube_node_cluster.local.node if kube_node_cluster.local else None
-    if node is None:
-        pytest.skip("needs the local node to import an image (not an existing cluster)")
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        pytest.skip("busybox not found (Debian package busybox-static)")
-    archive = write_oci_image(
-        {"/bin/busybox": Path(busybox)},
-        name=IMAGE,
-        entrypoint=["/bin/busybox"],
-        out=tmp_path_factory.mktemp("image") / "busybox.tar",
-    )
-    node.import_image(archive)
-    return IMAGE
 
 
 @pytest.fixture

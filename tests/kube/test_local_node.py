@@ -9,43 +9,20 @@ the kubelet has killed its containers).
 
 from __future__ import annotations
 
-import shutil
 import urllib.request
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
-from e2e.cluster.images import write_oci_image
 from support.kube_cluster import KubeCluster, wait_for
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 
-IMAGE = "taskscale-test/busybox:1"
 LABELS = {"app": "hello"}
 SERVE = (
     "busybox mkdir -p /www && echo hello from $HOSTNAME > /www/index.html"
     " && exec busybox httpd -f -p 8080 -h /www"
 )
-
-
-@pytest.fixture(scope="module")
-def busybox_image(kube_node_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A one-file image (static busybox) imported into the local node."""
-    node = kube_node_cluster.local.node if kube_node_cluster.local else None
-    if node is None:
-        pytest.skip("needs the local node to import an image (not an existing cluster)")
-    busybox = shutil.which("busybox")
-    if busybox is None:
-        pytest.skip("busybox not found (Debian package busybox-static)")
-    archive = write_oci_image(
-        {"/bin/busybox": Path(busybox)},
-        name=IMAGE,
-        entrypoint=["/bin/busybox"],
-        out=tmp_path_factory.mktemp("image") / "busybox.tar",
-    )
-    node.import_image(archive)
-    return IMAGE
 
 
 def _ready_pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
