@@ -20,7 +20,10 @@ Spans go to a real Jaeger (scripts/build-jaeger.sh) on loopback, on the
 same machine: its CPU is part of the 100 % rate (not of the worker's CPU).
 The order of the modes turns by one each round; each round's ratios to
 that round's "off" are reported beside the medians (pairing cancels part
-of the machine's drift).
+of the machine's drift).  The CPU is also split by thread (executors,
+claimer, reporter, the batch span processor), thread names written by
+bench/tracing_tasks.py inside the worker.  ``--body incr`` drains tasks
+that each do one Redis INCR (issue 27's body) instead of no-ops.
 
     .venv/bin/python -m bench.tracing_bench --n 30000 --rounds 9 --threads 16
 """
@@ -28,6 +31,7 @@ of the machine's drift).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -45,13 +49,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.jaeger import Jaeger, jaeger_binary  # noqa: E402  (tests/ is not a package)
 from support.redis_server import RedisServer  # noqa: E402
 
-TYPE = "noop"
 KEYS = Keys("taskscale")
+#: The task bodies: the type's name, from taskscale.examples or bench.tracing_tasks.
+BODIES = ("noop", "incr")
 #: One enqueue per task: enqueue_many would make one trace of each chunk of
 #: 1000, and "1 %" would then sample whole chunks (0 or 3 % of 30,000 tasks).
 ENQUEUE = (
     "import sys; from taskscale.producer import Producer; p = Producer();"
-    "[p.enqueue('noop') for _ in range(int(sys.argv[1]))]"
+    "[p.enqueue(sys.argv[2]) for _ in range(int(sys.argv[1]))]"
 )
 
 
@@ -67,6 +72,37 @@ def cpu_s(pid: int) -> float:
         except FileNotFoundError:  # a thread that ended meanwhile
             continue
     return total / 1e9
+
+
+def thread_cpu_ns(pid: int) -> dict[str, int]:
+    """CPU ns of each live thread of ``pid`` by native thread id."""
+    found: dict[str, int] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                found[tid] = int(f.read().split()[0])
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def by_thread(before: dict[str, int], after: dict[str, int], names_file: Path) -> dict[str, int]:
+    """CPU ns between two snapshots, summed by kind of thread."""
+    try:
+        names: dict[str, str] = json.loads(names_file.read_text())
+    except (OSError, ValueError):
+        names = {}
+    groups: dict[str, int] = {}
+    for tid, ns in after.items():
+        name = names.get(tid, "other")
+        if name.startswith("Thread-") or "executor" in name.lower():
+            name = "executors"
+        elif name.startswith("OtelBatch"):
+            name = "span processor"
+        elif name == "bench-names":
+            continue
+        groups[name] = groups.get(name, 0) + ns - before.get(tid, 0)
+    return groups
 
 
 def modes(otlp_url: str) -> dict[str, dict[str, str]]:
@@ -92,26 +128,35 @@ def modes(otlp_url: str) -> dict[str, dict[str, str]]:
 
 
 def drain(
-    url: str, extra: dict[str, str], n: int, threads: int, settle_s: float = 1.0
-) -> tuple[float, float]:
-    """(tasks/s, worker CPU microseconds per task) of one drain."""
+    url: str,
+    extra: dict[str, str],
+    n: int,
+    threads: int,
+    settle_s: float = 1.0,
+    body: str = "noop",
+) -> tuple[float, float, dict[str, float]]:
+    """(tasks/s, worker CPU us per task, that CPU by kind of thread) of one drain."""
+    names_file = Path(f"/tmp/tracing_bench.{os.getpid()}.names.json")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(extra, TASKSCALE_REDIS_URL=url, TASKSCALE_NAMESPACE=KEYS.namespace)
+    env["TRACING_BENCH_NAMES"] = str(names_file)
     client = redis.Redis.from_url(url)
     client.flushall()
-    subprocess.run([sys.executable, "-c", ENQUEUE, str(n)], env=env, check=True, cwd=ROOT)
-    argv = [sys.executable, "-m", "taskscale.cli", "worker", "--types", TYPE]
-    argv += ["--import", "taskscale.examples", "--threads", str(threads), "--log-level", "WARNING"]
+    subprocess.run([sys.executable, "-c", ENQUEUE, str(n), body], env=env, check=True, cwd=ROOT)
+    argv = [sys.executable, "-m", "taskscale.cli", "worker", "--types", body]
+    argv += ["--import", "taskscale.examples", "--import", "bench.tracing_tasks"]
+    argv += ["--threads", str(threads), "--log-level", "WARNING"]
     worker = subprocess.Popen(argv, env=env, cwd=ROOT)
     try:
-        first = last = cpu0 = cpu1 = 0.0
+        first = last = 0.0
         done0 = 0
+        before: dict[str, int] = {}
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            done = int(client.hget(KEYS.stats(TYPE), "completed") or 0)
+            done = int(client.hget(KEYS.stats(body), "completed") or 0)
             now = time.monotonic()
             if done and not first:
-                first, done0, cpu0 = now, done, cpu_s(worker.pid)
+                first, done0, before = now, done, thread_cpu_ns(worker.pid)
             if done >= n:
                 last = now
                 break
@@ -119,11 +164,13 @@ def drain(
         if not last:
             raise RuntimeError(f"drain did not finish: {done} of {n}")
         time.sleep(settle_s)  # the batch processor's last export
-        cpu1 = cpu_s(worker.pid)
-        return (n - done0) / (last - first), (cpu1 - cpu0) / (n - done0) * 1e6
+        groups = by_thread(before, thread_cpu_ns(worker.pid), names_file)
+        per_task = {k: v / (n - done0) / 1e3 for k, v in groups.items()}
+        return (n - done0) / (last - first), sum(per_task.values()), per_task
     finally:
         worker.terminate()
         worker.wait(30)
+        names_file.unlink(missing_ok=True)
 
 
 def main() -> None:
@@ -133,12 +180,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--modes", nargs="+", help="a subset: off, '0 %%', '1 %%', '100 %%'")
     parser.add_argument("--settle", type=float, default=1.0, help="s after the last task")
+    parser.add_argument("--body", choices=BODIES, default="noop", help="the task body")
     args = parser.parse_args()
     binary = jaeger_binary()
     if binary is None:
         sys.exit("Jaeger is not built: bash scripts/build-jaeger.sh")
     rates: dict[str, list[float]] = {}
     cpus: dict[str, list[float]] = {}
+    parts: dict[str, dict[str, list[float]]] = {}
     print(f"load average before: {os.getloadavg()}", flush=True)
     with Jaeger(binary) as jaeger, RedisServer() as server:
         chosen = {k: v for k, v in modes(jaeger.otlp_url).items() if k in (args.modes or [k])}
@@ -146,16 +195,24 @@ def main() -> None:
         for round_ in range(args.rounds):
             turned = order[round_ % len(order) :] + order[: round_ % len(order)]
             for name in turned:
-                rate, cpu = drain(server.url, chosen[name], args.n, args.threads, args.settle)
+                rate, cpu, split = drain(
+                    server.url, chosen[name], args.n, args.threads, args.settle, args.body
+                )
                 rates.setdefault(name, []).append(rate)
                 cpus.setdefault(name, []).append(cpu)
+                for kind, us in split.items():
+                    parts.setdefault(name, {}).setdefault(kind, []).append(us)
+                shown = ", ".join(f"{k} {v:.1f}" for k, v in sorted(split.items()))
                 print(
                     f"round {round_ + 1} {name:>6}: {rate:,.0f} tasks/s, {cpu:.1f} us CPU/task"
-                    f"  (load {os.getloadavg()[0]:.1f})",
+                    f" ({shown})  (load {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
     print(f"load average after: {os.getloadavg()}")
     summary(rates, cpus)
+    for name, kinds in parts.items():
+        shown = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in sorted(kinds.items()))
+        print(f"{name:>6}: CPU us/task by thread, medians: {shown}")
 
 
 def summary(rates: dict[str, list[float]], cpus: dict[str, list[float]]) -> None:
