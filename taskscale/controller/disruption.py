@@ -129,7 +129,7 @@ def mark_pods(
         if busy:
             protected.append(meta.name)
         patch = mark_patch(meta, busy)
-        patched = patch is not None and _patch(core, namespace, meta.name, patch, call=call)
+        patched = patch is not None and patch_pod(core, namespace, meta.name, patch, call=call)
         if patched and not busy:
             unmarked.append(meta.name)
     leaving = _leaving_nodes(core, set(on_node.values()), call=call) if on_node else set()
@@ -185,10 +185,11 @@ def _leaving_nodes(core: client.CoreV1Api, names: set[str], *, call: ApiCall) ->
     }
 
 
-def _patch(
+def patch_pod(
     core: client.CoreV1Api, namespace: str, pod: str, body: dict[str, Any], *, call: ApiCall
 ) -> bool:
-    """Patch one pod; False when it went away meanwhile (it needs no mark)."""
+    """Patch one pod; False when it went away meanwhile (it needs no mark
+    and no deletion cost)."""
     try:
         call(
             "patch_pod",

@@ -38,7 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from taskscale.controller.config import ScalerConfig, TargetRef
-from taskscale.controller.disruption import PodMarks, mark_pods, pods_gone
+from taskscale.controller.disruption import PodMarks, mark_pods, patch_pod, pods_gone
 from taskscale.controller.kube_client import (
     DELETION_COST,
     FIELD_MANAGER,
@@ -168,20 +168,7 @@ class DeploymentActuator:
 
     def _annotate(self, pod: str, cost: int) -> None:
         body = {"metadata": {"annotations": {DELETION_COST: str(cost)}}}
-        try:
-            self._call(
-                "patch_pod",
-                lambda: self.core.patch_namespaced_pod(
-                    pod,
-                    self.namespace,
-                    body,
-                    field_manager=FIELD_MANAGER,
-                    _request_timeout=REQUEST_TIMEOUT_S,
-                ),
-            )
-        except ApiException as exc:
-            if exc.status != 404:  # a pod that went away needs no cost
-                raise
+        patch_pod(self.core, self.namespace, pod, body, call=self._call)
 
     def _call(self, operation: str, fn: Callable[[], T]) -> T:
         try:
