@@ -115,9 +115,14 @@ def test_a_rollout_during_30_s_tasks_interrupts_none_and_reruns_none(e2e: E2E) -
     reruns, interrupted = delta("claimed") - TASKS, delta("requeued")
     assert (interrupted, reruns) == (0, 0)
     assert delta("failed") == 0 and delta("dead") == 0
-    # the tasks ran on the old pods, which the rollout replaced
-    pods_after = {str(w["pod"]) for w in collect(e2e.redis(), KEYS)["workers"]}
-    assert pods_before and not pods_before & pods_after
+
+    # the tasks ran on the old pods, which the rollout replaced: an old pod's
+    # worker leaves the registry as it exits, a moment after its last task
+    def pods_now() -> set[str]:
+        return {str(w["pod"]) for w in collect(e2e.redis(), KEYS)["workers"]}
+
+    wait_for(lambda: not pods_before & pods_now(), timeout=60, what="the old pods' workers gone")
+    assert pods_before and not pods_before & pods_now()
     print(
         f"\n[e2e] rollout during {TASKS} x {TASK_S:g} s tasks on {len(pods_before)} pods: "
         f"{delta('completed')} completed, {interrupted} interrupted, {reruns} reruns; "
