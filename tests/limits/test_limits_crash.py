@@ -90,6 +90,10 @@ def test_killed_workers_give_back_cap_slots_and_unique_keys(
             if not busy:
                 continue
             victim = workers.pop(rng.choice(busy))
+            # Frozen first, so no task of it finishes between the count and
+            # the kill; a script it sent just before has 50 ms to run.
+            victim.send_signal(signal.SIGSTOP)
+            time.sleep(0.05)
             caught += r.hlen(keys.inflight(_worker_id(r, keys, victim.pid)))
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
