@@ -16,20 +16,23 @@ restart or failover picks up where the last one was.  Finished Jobs are
 deleted, oldest first, beyond ``successfulJobsHistoryLimit`` and
 ``failedJobsHistoryLimit`` (with their pods: background propagation); the
 template's ``ttlSecondsAfterFinished`` (default 600 s) has the TTL
-controller delete the rest.
+controller delete the rest.  A Job pod is protected like a Deployment's
+(protection.py): marked against voluntary disruption while its task runs,
+and flagged draining, so it claims nothing, while its node is leaving.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from taskscale.controller.disruption import PodMarks, mark_pods, pods_gone
 from taskscale.controller.job_demand import FAILED, SUCCEEDED, JobCensus, JobState, census_of
 from taskscale.controller.job_spec import SCALER_LABEL, JobTarget, job_body, scaler_label
 from taskscale.controller.kube_client import FIELD_MANAGER, REQUEST_TIMEOUT_S, api_call
@@ -97,6 +100,16 @@ class JobActuator:
     def rollout(self) -> Rollout | None:
         """Jobs have no rollout: nothing holds a Job-mode scale-down."""
         return None
+
+    def mark_pods(self, busy_by_pod: Mapping[str, int]) -> PodMarks:
+        """Every pass: the Job pods running a task marked against voluntary
+        disruption (a consolidation would cut an hours-long task), idle ones
+        unmarked, pods on leaving nodes named (controller/disruption.py)."""
+        return mark_pods(self.core, self.namespace, self.selector, busy_by_pod, call=self._call)
+
+    def pods_gone(self, names: Collection[str]) -> set[str]:
+        """Which of ``names`` are no pod of the namespace any more."""
+        return pods_gone(self.core, self.namespace, names, call=self._call)
 
     def census(self, busy_by_pod: Mapping[str, int]) -> JobCensus:
         """The Jobs :meth:`current_replicas` listed, by phase (``busy_by_pod``:

@@ -5,6 +5,7 @@ running in the test process and watching only the test's namespace."""
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,16 @@ def controller(api: client.ApiClient, kube_namespace: str) -> Iterator[KubeContr
     ctl.start()
     yield ctl
     ctl.stop()
+
+
+@pytest.fixture
+def node(api: client.ApiClient) -> Iterator[str]:
+    """A Node object (no kubelet behind it) for a test's pods."""
+    name = f"ts-node-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_node(name)
 
 
 #: The one-file image (static busybox) the real-pod tests run.

@@ -14,8 +14,6 @@ creates; that is enough, the controller only reads and patches them.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,16 +41,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.integration]
 
 TARGET = "email-worker"
 MARKED = {SAFE_TO_EVICT: "false", DO_NOT_DISRUPT: "true"}
-
-
-@pytest.fixture
-def node(api: client.ApiClient) -> Iterator[str]:
-    """A Node object (no kubelet behind it) for this test's pods."""
-    name = f"ts-node-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_node(name)
 
 
 def _pod(core: client.CoreV1Api, ns: str, name: str, node: str, *, marked: bool = False) -> None:
