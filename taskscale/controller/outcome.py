@@ -28,6 +28,8 @@ class Problem:
     REDIS_UNREACHABLE = "RedisUnreachable"
     TARGET_NOT_FOUND = "TargetNotFound"
     SCALE_FAILED = "ScaleFailed"
+    #: another TaskScaler owns the same target (controller/target_owner.py)
+    TARGET_CONFLICT = "TargetConflict"
 
 
 @dataclass(frozen=True)

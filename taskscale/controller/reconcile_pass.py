@@ -53,6 +53,7 @@ from taskscale.controller.protection import protect
 from taskscale.controller.rules import Facts
 from taskscale.controller.rules import apply as apply_rules
 from taskscale.controller.scaler_state import ScalerGroup, ScalerState
+from taskscale.controller.target_owner import conflict_message
 from taskscale.controller.types import Decision, Observation, Protection, busy_by_pod
 from taskscale.errors import one_line
 from taskscale.retrying import RetrySettings, call_with_retries
@@ -79,15 +80,29 @@ class ReconcilePass:
         self._clock = clock
         self._schedule = schedule
 
-    def run(self, group: ScalerGroup, scalers: list[ScalerState]) -> list[PassOutcome]:
-        """One pass of each of ``scalers`` (all members of ``group``)."""
+    def run(
+        self,
+        group: ScalerGroup,
+        scalers: list[ScalerState],
+        shadowed: Mapping[str, str] | None = None,
+    ) -> list[PassOutcome]:
+        """One pass of each of ``scalers`` (all members of ``group``);
+        ``shadowed``: scaler key -> the key of the scaler that owns its target
+        (target_owner.py): those change nothing and report the conflict."""
+        shadowed = shadowed or {}
         started = time.perf_counter()
-        observations, error = self._observe(group, scalers)
+        observations, error = self._observe(
+            group, [s for s in scalers if s.config.key not in shadowed]
+        )
         observe_s = time.perf_counter() - started
         outcomes = []
         for scaler in scalers:
             t0 = time.perf_counter()
-            outcome = self._pass(group, scaler, observations.get(scaler.config.key), error)
+            owner = shadowed.get(scaler.config.key)
+            if owner is not None:
+                outcome = self._conflict(scaler, owner)
+            else:
+                outcome = self._pass(group, scaler, observations.get(scaler.config.key), error)
             self._metrics.reconcile_duration.observe(observe_s + time.perf_counter() - t0)
             self._schedule(scaler, outcome)
             self._report(outcome)
@@ -106,6 +121,8 @@ class ReconcilePass:
             )
             for s in scalers
         }
+        if not requests:  # every scaler of the pass has a target conflict
+            return {}, None
 
         def observe() -> Mapping[str, Observation]:
             if not group.version_checked:
@@ -127,6 +144,19 @@ class ReconcilePass:
         except redis.RedisError as exc:
             log.warning("observe failed for %s: %s", sorted(requests), exc)
             return {}, one_line(exc, typed=True)
+
+    def _conflict(self, scaler: ScalerState, owner: str) -> PassOutcome:
+        """A pass of a scaler whose target another one owns: nothing read or changed."""
+        config = scaler.config
+        return PassOutcome(
+            config,
+            self._clock(),
+            None,
+            None,
+            None,
+            problem=Problem.TARGET_CONFLICT,
+            message=conflict_message(config, owner),
+        )
 
     def _pass(
         self,

@@ -53,6 +53,7 @@ from taskscale.controller.scaler_state import (
     close_group,
     open_group,
 )
+from taskscale.controller.target_owner import shadowed, target_of
 from taskscale.controller.types import Actuator
 from taskscale.retrying import RetrySettings, call_with_retries
 
@@ -140,6 +141,7 @@ class Reconciler:
                 scaler.actuator = actuator
                 return
             else:
+                self._target_freed(scaler.config)
                 stale = self._leave_group(scaler)
                 if scaler.config.policy != config.policy:
                     scaler.history = History.for_policy(config.policy)
@@ -158,6 +160,8 @@ class Reconciler:
             scaler = self._scalers.pop(key, None)
             stale = self._leave_group(scaler) if scaler is not None else None
             self.metrics.scalers.set(len(self._scalers))
+            if scaler is not None:
+                self._target_freed(scaler.config)
         if scaler is not None:
             self.metrics.forget_scaler(key, scaler.config.policy.type_names())
         if stale is not None:
@@ -166,6 +170,16 @@ class Reconciler:
     def keys(self) -> list[str]:
         with self._lock:
             return sorted(self._scalers)
+
+    def _target_freed(self, config: ScalerConfig) -> None:
+        """``config`` leaves its target: a scaler it kept off that target
+        (target_owner.py) has its pass now, not after its backoff."""
+        target = target_of(config)
+        if target is None:
+            return
+        for other in self._scalers.values():
+            if other.config.key != config.key and target_of(other.config) == target:
+                other.next_due = 0.0
 
     def _join_group(self, scaler: ScalerState) -> None:
         group = self._groups.get(scaler.group)
@@ -265,10 +279,11 @@ class Reconciler:
         with self._lock:
             due = [s for s in self._scalers.values() if s.next_due <= now]
             groups = {key: self._groups[key] for key in {s.group for s in due}}
+            others = shadowed(s.config for s in self._scalers.values())
         for key, group in groups.items():
             if self._stopping.is_set():
                 break
-            self._pass.run(group, [s for s in due if s.group == key])
+            self._pass.run(group, [s for s in due if s.group == key], others)
         with self._lock:
             next_due = min((s.next_due for s in self._scalers.values()), default=None)
         return self._settings.max_sleep_s if next_due is None else next_due - time.monotonic()
@@ -278,7 +293,8 @@ class Reconciler:
         with self._lock:
             scaler = self._scalers[key]
             group = self._groups[scaler.group]
-        return self._pass.run(group, [scaler])[0]
+            others = shadowed(s.config for s in self._scalers.values())
+        return self._pass.run(group, [scaler], others)[0]
 
     def _schedule(self, scaler: ScalerState, outcome: PassOutcome) -> None:
         now = time.monotonic()
