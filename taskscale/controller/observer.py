@@ -132,10 +132,14 @@ def _assemble(
         at = ServerTime.from_reply(seconds, micros).unix_s
         rows = _type_rows(plan.types, idle, per_type, lims, paused, ages, stats, full)
         by_window = {}
+        taken = set()  # rows already given to a window: a type's second is a copy
         for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
             values = rows[i]
-            values[3] = int(ahead)  # the window's own; the rest is the type's
-            by_window[window] = TypeObservation.from_values(values)
+            if i in taken:
+                values = dict(values)
+            taken.add(i)
+            values["upcoming"] = ahead  # the window's own; the rest is the type's
+            by_window[window] = TypeObservation.from_fields(values)
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
@@ -153,9 +157,9 @@ def _assemble(
     return out
 
 
-#: A type's values in the order of TypeObservation's fields, ``upcoming``
-#: (index 3) left to each window (it depends on the window's lead).
-_Row = list[object]
+#: A type's TypeObservation fields by name, ``upcoming`` left to each window
+#: (it depends on the window's lead).
+_Row = dict[str, object]
 
 
 def _type_rows(
@@ -221,29 +225,29 @@ def _type_rows(
                 pass
         c = counters  # STAT_FIELDS: 6 counters, the ages, 4 more
         rows.append(
-            [
-                t,
-                queued,
-                due,
-                0,
-                active,
-                None if since is None else float(since),
-                c[0],
-                c[1],
-                c[2],
-                c[3],
-                c[4],
-                c[5],
-                ready / 1000.0 if ready >= 0 else None,
-                due_ms / 1000.0 if due_ms >= 0 else None,
-                c[6],
-                c[7],
-                c[8],
-                c[9],
-                concurrency,
-                rate,
-                bool(paused) and paused[i] is not None,  # empty: none paused
-            ]
+            {
+                "task_type": t,
+                "queued": queued,
+                "due": due,
+                "upcoming": 0,
+                "active": active,
+                "idle_since": None if since is None else float(since),
+                "enqueued_total": c[0],
+                "claimed_total": c[1],
+                "completed_total": c[2],
+                "failed_total": c[3],
+                "service_ms_total": c[4],
+                "wait_ms_total": c[5],
+                "oldest_ready_s": ready / 1000.0 if ready >= 0 else None,
+                "oldest_due_s": due_ms / 1000.0 if due_ms >= 0 else None,
+                "dead_total": c[6],
+                "cancelled_total": c[7],
+                "unique_hits_total": c[8],
+                "dead_dropped_total": c[9],
+                "concurrency_limit": concurrency,
+                "rate_limit_per_s": rate,
+                "paused": bool(paused) and paused[i] is not None,  # empty: none paused
+            }
         )
     return rows
 

@@ -7,6 +7,8 @@ And a counter that is not a number is refused, not read as 0."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis
 
@@ -130,3 +132,5 @@ def test_counters_and_active_come_back_as_numbers(r: redis.Redis, keys: Keys) ->
 
     assert (seen.claimed_total, seen.completed_total, seen.service_ms_total) == (4, 3, 120)
     assert seen.failed_total == 0 and seen.active == 0
+    # built from the reply field by field: every field of the dataclass, no other
+    assert list(vars(seen)) == [f.name for f in dataclasses.fields(TypeObservation)]
