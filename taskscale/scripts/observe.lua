@@ -161,6 +161,20 @@ for w = 1, k do
     end
 end
 
+-- The score bounds as text, formatted once a pass, not by every call that
+-- takes them (a number argument is formatted by each redis.call).
+local now_text = tostring(now)
+local after_now = '(' .. now_text
+local upto_text = {}
+local function upto(lead)
+    local text = upto_text[lead]
+    if not text then
+        text = tostring(now + lead)
+        upto_text[lead] = text
+    end
+    return text
+end
+
 local per_type = {}
 local delayed_keys = {}
 local due_of = {}
@@ -173,11 +187,11 @@ for i = 1, n do
     local delayed = delayed_before .. name .. delayed_after
     local due, ready_ms, due_ms = 0, -2, -1
     local lead = max_lead[i] or 0
-    local within = redis.call('ZCOUNT', delayed, '-inf', now + lead)
+    local within = redis.call('ZCOUNT', delayed, '-inf', upto(lead))
     if within > 0 then
         due = within
         if lead > 0 then
-            due = redis.call('ZCOUNT', delayed, '-inf', now)
+            due = redis.call('ZCOUNT', delayed, '-inf', now_text)
         end
         delayed_keys[i] = delayed
         due_of[i] = due
@@ -237,7 +251,7 @@ for w = 1, k do
         if lead == (max_lead[i] or 0) then
             count = within_of[i] - due_of[i]
         else
-            count = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
+            count = redis.call('ZCOUNT', delayed_keys[i], after_now, upto(lead))
         end
     end
     upcoming[w] = count
