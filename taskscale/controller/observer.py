@@ -10,9 +10,10 @@ it cannot feed the server's time into a ``ZCOUNT`` of the same batch -- nor
 read the worker records whose ids it has not seen yet (bench/reconcile_bench.py
 measures both).  A type's ready tasks are one field of the ``QUEUED`` hash
 the scripts keep (docs/schema.md, "The ready count"); the heads of its ready
-lists are decoded (for the oldest wait) on every pass only for the types a
-request names in ``ages`` -- those with a queue-wait target -- and for the
-others every ``ages_every_s``.  The script's arguments are laid out once per
+lists are decoded, and its earliest due delayed task read (for the oldest
+wait), on every pass only for the types a request names in ``ages`` -- those
+with a queue-wait target -- and for the others every ``ages_every_s``; a
+delayed set is otherwise only counted.  The script's arguments are laid out once per
 set of requests (observe_plan.py).
 
 This module also holds the :class:`DemandListener`, the other half of the
@@ -62,9 +63,10 @@ class Observer:
     or returns data that does not fit the schema; the caller holds its
     replicas then (fail-static), it never reads missing data as "idle".
 
-    The oldest ready task of a type a request does not name in ``ages`` is
-    read at most every ``ages_every_s`` seconds; in between its last reading
-    is reported (None once the type has no ready task).  So are the stats
+    The oldest ready and oldest due task of a type a request does not name
+    in ``ages`` are read at most every ``ages_every_s`` seconds; in between
+    their last reading is reported (None once the type has no ready, or no
+    due, task).  So are the stats
     counters the policy does not use on every pass (EVERY_PASS_STATS): they
     are read on the same full passes and reported from the last one between.
     """
@@ -77,6 +79,7 @@ class Observer:
         self.ages_every_s = ages_every_s
         self._ages_read_at = -float("inf")  # time.monotonic() of the last full read
         self._ready_ms: dict[str, int] = {}  # type -> its last oldest-ready reading
+        self._due_ms: dict[str, int] = {}  # type -> its last oldest-due reading
         self._stats: dict[str, list[int]] = {}  # type -> its STAT_FIELDS at the last full read
 
     def observe(self, requests: Mapping[str, ObserveRequest]) -> dict[str, Observation]:
@@ -91,7 +94,8 @@ class Observer:
         if full:
             self._ages_read_at = started
             self._stats.clear()  # refilled for the types read now (drops the gone ones)
-        return _assemble(reply, plan, requests, self._ready_ms, self._stats, full)
+        ages = (self._ready_ms, self._due_ms)
+        return _assemble(reply, plan, requests, ages, self._stats, full)
 
     def _plan(self, requests: Mapping[str, ObserveRequest]) -> Plan:
         signature = tuple(sorted((n, r.types, r.lead_s, r.ages) for n, r in requests.items()))
@@ -106,7 +110,7 @@ def _assemble(
     reply: Any,
     plan: Plan,
     requests: Mapping[str, ObserveRequest],
-    ready_ms: dict[str, int],
+    ages: tuple[dict[str, int], dict[str, int]],
     stats: dict[str, list[int]],
     full: bool,
 ) -> dict[str, Observation]:
@@ -114,22 +118,28 @@ def _assemble(
         (
             seconds,
             micros,
-            active,
             idle,
             per_type,
             upcoming,
+            bad,
             flat_workers,
             schedulers,
             lims,
             paused,
         ) = reply
+        if bad is not None:
+            raise ValueError(f"not a number: {as_text(bad)}")
         at = ServerTime.from_reply(seconds, micros).unix_s
-        rows = _type_rows(plan.types, active, idle, per_type, lims, paused, ready_ms, stats, full)
+        rows = _type_rows(plan.types, idle, per_type, lims, paused, ages, stats, full)
         by_window = {}
+        taken = set()  # rows already given to a window: a type's second is a copy
         for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
             values = rows[i]
-            values[3] = int(ahead)  # the window's own; the rest is the type's
-            by_window[window] = TypeObservation.from_values(values)
+            if i in taken:
+                values = dict(values)
+            taken.add(i)
+            values["upcoming"] = ahead  # the window's own; the rest is the type's
+            by_window[window] = TypeObservation.from_fields(values)
         workers = _workers(flat_workers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
@@ -147,49 +157,64 @@ def _assemble(
     return out
 
 
-#: A type's values in the order of TypeObservation's fields, ``upcoming``
-#: (index 3) left to each window (it depends on the window's lead).
-_Row = list[object]
+#: A type's TypeObservation fields by name, ``upcoming`` left to each window
+#: (it depends on the window's lead).
+_Row = dict[str, object]
 
 
 def _type_rows(
     types: Sequence[str],
-    active: Sequence[Any],
     idle: Sequence[Any],
     per_type: Sequence[Any],
     lims: Sequence[Any],
     paused: Sequence[Any],
-    ready_ms: dict[str, int],
+    ages: tuple[dict[str, int], dict[str, int]],
     stats: dict[str, list[int]],
     full: bool,
 ) -> list[_Row]:
     """Every type's reading, in one pass over the script's flat reply
-    (per type: queued, due, ready age ms, due age ms, the stats fields read;
-    -1 = none, -2 = the ready age was not read).  Keeps ``ready_ms`` (the
-    last oldest-ready reading) and ``stats`` (the counters: all of
-    STAT_FIELDS on a full pass, the EVERY_PASS_STATS ones in place
-    otherwise; a type first seen between full passes reads 0 for the others
-    until the next).  The limits are decoded as claim.lua does: a field that
-    does not decode is none."""
-    width = 4 + (len(STAT_FIELDS) if full else len(STAT_FIELDS[EVERY_PASS_STATS]))
+    (per type: queued, due, ready age ms, due age ms, active, the stats
+    fields read, all integers; -1 = none, -2 = the age was not read).
+    Keeps ``ages`` (the last oldest-ready and oldest-due readings, reported
+    between the passes that read them) and ``stats`` (the
+    counters: all of STAT_FIELDS on a full pass, the EVERY_PASS_STATS ones
+    in place otherwise; a type first seen between full passes reads 0 for
+    the others until the next).  The limits are decoded as claim.lua does:
+    a field that does not decode is none."""
+    m = len(STAT_FIELDS) if full else len(STAT_FIELDS[EVERY_PASS_STATS])
+    width = 5 + m
     if len(per_type) != width * len(types):
         raise ValueError(f"{len(per_type)} per-type values for {len(types)} types")
     rows: list[_Row] = []
-    base = 0
-    for i, t in enumerate(types):
-        queued, due, ready, due_ms = per_type[base : base + 4]
-        read = [0 if v is None else int(v) for v in per_type[base + 4 : base + width]]
-        base += width
+    ready_ms, due_ms_of = ages
+    # the reply's columns, sliced at C speed, zipped back per type
+    columns = zip(
+        types,
+        idle,
+        per_type[0::width],
+        per_type[1::width],
+        per_type[2::width],
+        per_type[3::width],
+        per_type[4::width],
+        strict=True,
+    )
+    base = 5
+    for i, (t, since, queued, due, ready, due_ms, active) in enumerate(columns):
         if full:
-            counters = stats[t] = read
+            counters = stats[t] = list(per_type[base : base + m])
         else:
             counters = stats.get(t) or stats.setdefault(t, [0] * len(STAT_FIELDS))
-            counters[EVERY_PASS_STATS] = read
+            counters[EVERY_PASS_STATS] = per_type[base : base + m]
+        base += width
         if ready != -2:
             ready_ms[t] = ready
         elif not queued:
             ready_ms[t] = -1  # nothing ready: no stale age
         ready = ready_ms.get(t, -1)
+        if due_ms != -2:  # -2: due tasks, their age not read this pass
+            due_ms_of[t] = due_ms
+        else:
+            due_ms = due_ms_of.get(t, -1)
         concurrency, rate = None, None
         spec = lims[i] if lims else None  # empty: no type has limits
         if spec is not None:
@@ -198,31 +223,31 @@ def _type_rows(
                 concurrency, rate = limits.concurrency, limits.rate_per_s
             except (ValueError, TypeError):
                 pass
-        a, c = active[i], counters  # STAT_FIELDS: 6 counters, the ages, 4 more
+        c = counters  # STAT_FIELDS: 6 counters, the ages, 4 more
         rows.append(
-            [
-                t,
-                int(queued),
-                int(due),
-                0,
-                0 if a is None else max(0, int(a)),
-                None if idle[i] is None else float(idle[i]),
-                c[0],
-                c[1],
-                c[2],
-                c[3],
-                c[4],
-                c[5],
-                ready / 1000.0 if ready >= 0 else None,
-                due_ms / 1000.0 if due_ms >= 0 else None,
-                c[6],
-                c[7],
-                c[8],
-                c[9],
-                concurrency,
-                rate,
-                bool(paused) and paused[i] is not None,  # empty: none paused
-            ]
+            {
+                "task_type": t,
+                "queued": queued,
+                "due": due,
+                "upcoming": 0,
+                "active": active,
+                "idle_since": None if since is None else float(since),
+                "enqueued_total": c[0],
+                "claimed_total": c[1],
+                "completed_total": c[2],
+                "failed_total": c[3],
+                "service_ms_total": c[4],
+                "wait_ms_total": c[5],
+                "oldest_ready_s": ready / 1000.0 if ready >= 0 else None,
+                "oldest_due_s": due_ms / 1000.0 if due_ms >= 0 else None,
+                "dead_total": c[6],
+                "cancelled_total": c[7],
+                "unique_hits_total": c[8],
+                "dead_dropped_total": c[9],
+                "concurrency_limit": concurrency,
+                "rate_limit_per_s": rate,
+                "paused": bool(paused) and paused[i] is not None,  # empty: none paused
+            }
         )
     return rows
 

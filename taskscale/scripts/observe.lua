@@ -27,26 +27,34 @@
 --                next the n type names, in one argument, separated by spaces;
 --                next the k look-ahead windows, in one argument: k pairs
 --                "type-index lead-ms" (index 1..n), all separated by spaces:
---                upcoming = ZCOUNT (now, now+lead];
---                next the indexes 1..n of the types whose oldest ready task is
---                read, in one argument, separated by spaces (the others' ready
---                age comes back as -2);
+--                upcoming = the count in (now, now+lead];
+--                next the indexes 1..n of the types whose oldest ready and
+--                oldest due task are read, in one argument, separated by
+--                spaces (the others' ages come back as -2);
 --                next m, the number of stats fields read this pass, then the m
 --                fields (the caller reads the ones the policy needs on every
 --                pass, and all of them only now and then).
 --                (One argument per list, not one per item: the client spent
 --                more on packing 3000 arguments than Redis on the reads.)
 --
--- Returns {seconds, microseconds, active[n], idle_since[n], per_type[n * (4 + m)],
---          upcoming[k], workers, schedulers, limits[n], paused[n]}
---   per_type    = flat, 4 + m values per type, in the order of the names:
---                 queued, due, ready age ms, due age ms, then the m stats field
---                 values (nil if unset).  The ages: how long the oldest ready
---                 task has waited (lib/oldest_ready.lua: the rule the console
---                 shares; -2 when not asked for), and how long the earliest due
---                 delayed task has been due; -1 when there is none.  Redis
---                 clock.  (Flat, not a table per type: 2000 small tables cost
---                 Redis and the client's parser more than the values.)
+-- Returns {seconds, microseconds, idle_since[n], per_type[n * (5 + m)],
+--          upcoming[k], bad, workers, schedulers, limits[n], paused[n]}
+--   per_type    = flat, 5 + m integers per type, in the order of the names:
+--                 queued, due, ready age ms, due age ms, active (ACTIVE_TASKS,
+--                 >= 0), then the m stats field values (0 if unset).  The
+--                 ages: how long the oldest ready task has waited
+--                 (lib/oldest_ready.lua: the rule the console shares), and how
+--                 long the earliest due delayed task has been due; -1 when
+--                 there is none, -2 when not read (a type whose ages were not
+--                 asked for; its due age only when it has due tasks).  Redis
+--                 clock.  (Flat,
+--                 not a table per type: 2000 small tables cost Redis and the
+--                 client's parser more than the values; integers, not the
+--                 stored strings: converting here costs Redis less than the
+--                 client.)
+--   bad         = nil, or "type field value" for the first ACTIVE_TASKS or
+--                 stats value that is not a number (the caller refuses the
+--                 reading: data that breaks the schema is not idle)
 --   workers     = flat {id, pod, types, threads, busy, ...} for every worker whose
 --                 lease has not expired and whose record still exists.
 --   limits[i]   = the type's JSON limits, nil if none
@@ -124,58 +132,129 @@ for _, i in ipairs(aged) do
     wants_age[tonumber(i)] = true
 end
 
+-- A value the schema says is a number but is not: the first one found is
+-- returned (bad) and the caller refuses the reading, instead of taking it
+-- as 0 or idle.
+local bad = false
+
 -- Per type: its ready count from KEYS[6] (read as 0 when below: claims of
 -- tasks a producer pushed without counting, until the scheduler's recount
--- repairs it), the
--- earliest delayed task first (an empty set costs that one call; a set
--- with nothing due costs no ZCOUNT), the stats counters asked for.  (Reading
--- the set's first 16 entries WITHSCORES in one call instead, to count from
--- their scores, cost ~3x as much in Redis as these up to three calls.)
+-- repairs it); its delayed set counted up to the longest lead (an empty
+-- set, or one with nothing due within the lead, costs that one call), then
+-- its due tasks (a second ZCOUNT; not needed with no lead); the earliest
+-- due entry (ZRANGE) only for the types whose ages are asked for; the stats
+-- counters asked for.  (Before: the first entry, then a ZCOUNT for the due
+-- and one for the upcoming tasks -- 2.6 calls per busy type instead of 2,
+-- and a score formatted for each.  Reading the set's first 16 entries
+-- WITHSCORES in one call, to count from their scores, cost ~3x as much in
+-- Redis as those three.)  Counters come back as integers (tonumber here is
+-- cheaper than the client's parsing of the strings).
+
+-- The longest look-ahead of each type (0 if none): one ZCOUNT up to it
+-- gives due + upcoming; most windows are then a subtraction, not a call.
+local max_lead = {}
+for w = 1, k do
+    local i = tonumber(windows[2 * w - 1])
+    local lead = tonumber(windows[2 * w])
+    if lead > (max_lead[i] or 0) then
+        max_lead[i] = lead
+    end
+end
+
+-- The score bounds as text, formatted once a pass, not by every call that
+-- takes them (a number argument is formatted by each redis.call).
+local now_text = tostring(now)
+local after_now = '(' .. now_text
+local upto_text = {}
+local function upto(lead)
+    local text = upto_text[lead]
+    if not text then
+        text = tostring(now + lead)
+        upto_text[lead] = text
+    end
+    return text
+end
+
 local per_type = {}
 local delayed_keys = {}
-local earliest_of = {}
+local due_of = {}
+local within_of = {}
 local filled = 0
+local width = 5 + m
 for i = 1, n do
     local name = names[i]
     local queued = math.max(0, tonumber(ready_counts[i]) or 0)
     local delayed = delayed_before .. name .. delayed_after
     local due, ready_ms, due_ms = 0, -2, -1
-    local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
-    if first[2] then
-        local earliest = tonumber(first[2])
+    local lead = max_lead[i] or 0
+    local within = redis.call('ZCOUNT', delayed, '-inf', upto(lead))
+    if within > 0 then
+        due = within
+        if lead > 0 then
+            due = redis.call('ZCOUNT', delayed, '-inf', now_text)
+        end
         delayed_keys[i] = delayed
-        earliest_of[i] = earliest
-        if earliest <= now then
-            due = redis.call('ZCOUNT', delayed, '-inf', now)
-            due_ms = now - earliest
+        due_of[i] = due
+        within_of[i] = within
+        if due > 0 then
+            due_ms = -2
+            if wants_age[i] then
+                local first = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+                due_ms = now - tonumber(first[2])
+            end
         end
     end
     if wants_age[i] then
         ready_ms = queued > 0 and ready_age(name) or -1
     end
+    local running = 0
+    if active[i] then
+        running = tonumber(active[i])
+        if running == nil then
+            bad = bad or (name .. ' active ' .. active[i])
+            running = 0
+        end
+    end
     per_type[filled + 1] = queued
     per_type[filled + 2] = due
     per_type[filled + 3] = ready_ms
     per_type[filled + 4] = due_ms
-    filled = filled + 4
+    per_type[filled + 5] = math.max(0, running)
     if m > 0 then
         local values = redis.call('HMGET', stats_before .. name .. stats_after, unpack(fields))
         for j = 1, m do
-            per_type[filled + j] = values[j]
+            local v = values[j]
+            local x = 0
+            if v then
+                x = tonumber(v)
+                if x == nil then
+                    bad = bad or (name .. ' ' .. fields[j] .. ' ' .. v)
+                    x = 0
+                end
+            end
+            per_type[filled + 5 + j] = x
         end
-        filled = filled + m
     end
+    filled = filled + width
 end
 
+-- upcoming = (now, now + lead]: the type's longest window is its count up
+-- to that lead less the due ones; a shorter one (a type two scalers watch
+-- with two leads) is a ZCOUNT of its own; nothing within the longest lead,
+-- nothing within any.
 local upcoming = {}
 for w = 1, k do
     local i = tonumber(windows[2 * w - 1])
     local lead = tonumber(windows[2 * w])
-    upcoming[w] = 0
-    -- earliest beyond the lead: nothing upcoming, no ZCOUNT
-    if delayed_keys[i] and earliest_of[i] <= now + lead then
-        upcoming[w] = redis.call('ZCOUNT', delayed_keys[i], '(' .. now, now + lead)
+    local count = 0
+    if delayed_keys[i] then
+        if lead == (max_lead[i] or 0) then
+            count = within_of[i] - due_of[i]
+        else
+            count = redis.call('ZCOUNT', delayed_keys[i], after_now, upto(lead))
+        end
     end
+    upcoming[w] = count
 end
 
 local workers = {}
@@ -205,4 +284,4 @@ end
 local limits = hmget_if_any(KEYS[5])
 local paused = hmget_if_any(KEYS[7])
 
-return {clock[1], clock[2], active, idle, per_type, upcoming, workers, schedulers, limits, paused}
+return {clock[1], clock[2], idle, per_type, upcoming, bad, workers, schedulers, limits, paused}

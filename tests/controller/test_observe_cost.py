@@ -15,13 +15,16 @@ from taskscale.controller.observer import Observer, ObserveRequest
 from taskscale.keys import Keys
 
 BUSY, IDLE, WORKERS = 40, 20, 5
-#: Per busy type and steady pass: the first delayed entry (ZRANGE), its due
-#: count (ZCOUNT), the look-ahead (ZCOUNT) and the stats counters (HMGET).
-BUSY_CALLS = 4
-#: Per type with nothing delayed: ZRANGE and HMGET.
+#: Per busy type and steady pass: its delayed tasks up to the lead (ZCOUNT),
+#: its due ones (ZCOUNT; the look-ahead is the difference) and the stats
+#: counters (HMGET).  (4 before: the first delayed entry was read too.)
+BUSY_CALLS = 3
+#: Per type with nothing delayed: ZCOUNT and HMGET.
 IDLE_CALLS = 2
 #: Per type whose oldest ready task is read: LINDEX of its ten lists.
 AGE_CALLS = 10
+#: Per type with due tasks whose oldest due task is read: ZRANGE of the first.
+DUE_AGE_CALLS = 1
 #: The pass itself: TIME, 3 hash reads (active, idle, QUEUED) of up to 500
 #: types each, an HLEN of the limits and of the paused hash (empty here, so
 #: not read field by field), ZRANGEBYSCORE of the workers, ZCOUNT of the
@@ -75,6 +78,7 @@ def test_a_steady_pass_costs_a_few_commands_per_type_and_reads_no_ready_list(
     budget = BUSY * BUSY_CALLS + IDLE * IDLE_CALLS + FIXED_CALLS + per_worker
     assert sum(found.values()) <= budget, found
     assert "llen" not in found and "exists" not in found and "lindex" not in found, found
+    assert "zrange" not in found, found  # no type's oldest due task asked for
 
 
 def test_the_oldest_ready_task_costs_its_lists_only_for_the_types_asked(
@@ -88,5 +92,7 @@ def test_the_oldest_ready_task_costs_its_lists_only_for_the_types_asked(
     found = observed_calls(r, observer, request)
 
     assert found.get("lindex") == 2 * AGE_CALLS, found  # idle0 has nothing ready: not read
-    budget = BUSY * BUSY_CALLS + IDLE * IDLE_CALLS + FIXED_CALLS + WORKERS + 2 * AGE_CALLS
+    assert found.get("zrange") == 2 * DUE_AGE_CALLS, found  # idle0 has nothing due
+    asked = 2 * (AGE_CALLS + DUE_AGE_CALLS)
+    budget = BUSY * BUSY_CALLS + IDLE * IDLE_CALLS + FIXED_CALLS + WORKERS + asked
     assert sum(found.values()) <= budget, found
