@@ -287,7 +287,14 @@ class Tracing:
     ) -> Callable[[ClaimedTask], TaskOutcome]:
         """``run`` (TaskRunner.run) traced: the queue wait, then the run."""
 
+        skip = self.skips_unsampled
+
         def traced(task: ClaimedTask) -> TaskOutcome:
+            if skip:  # the path of 99 % of the tasks at 1 %: inline, no method call
+                unsampled = unsampled_parent(task.raw)
+                if unsampled is not None:
+                    task.trace_parent = unsampled
+                    return run(task)  # type: ignore[no-any-return]
             state = self._begin(task, worker_id)
             if state is None:  # no span would be recorded: none is built
                 return run(task)  # type: ignore[no-any-return]
@@ -305,6 +312,10 @@ class Tracing:
         self, run: Callable[[Any], Awaitable[Any]], task: ClaimedTask, worker_id: str
     ) -> Any:
         """The async executor's run of ``task``, traced as :meth:`worker_run`."""
+        unsampled = unsampled_parent(task.raw) if self.skips_unsampled else None
+        if unsampled is not None:
+            task.trace_parent = unsampled
+            return await run(task)
         state = self._begin(task, worker_id)
         if state is None:
             return await run(task)
@@ -321,16 +332,12 @@ class Tracing:
         when nothing would be recorded: then nothing is built, and the task's
         ``trace_parent`` carries its unsampled context for what it sends.
 
-        The cheap cases first: an unsampled ``traceparent`` (with a
-        parent-based sampler) is found in the raw text; a task with no trace
-        field is a root, whose ``process`` span is started before the
-        envelope is decoded -- the sampler drops most roots at low rates."""
+        The callers first look for an unsampled ``traceparent`` in the raw
+        text (with a parent-based sampler: no span is built under it); here
+        a task with no trace field is a root, whose ``process`` span is
+        started before the envelope is decoded -- at low rates the sampler
+        drops most roots, and nothing more is built for them."""
         raw = task.raw
-        if self.skips_unsampled:
-            unsampled = unsampled_parent(raw)
-            if unsampled is not None:
-                task.trace_parent = unsampled
-                return None
         attrs: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": task.task_type,

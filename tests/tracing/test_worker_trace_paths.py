@@ -178,3 +178,22 @@ def test_a_sampled_out_roots_sub_tasks_stay_in_its_trace(
     assert sub_task.split("-")[1] == f"{ROOT_TRACE:032x}"  # the root's trace, not a new one
     assert not int(sub_task[-2:], 16) & 1  # not sampled
     assert exporter.get_finished_spans() == ()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("task_type", ["tracing.parent", "tracing.async_parent"])
+def test_an_unsampled_parents_sub_tasks_stay_in_its_trace(
+    redis_url: str, r: redis.Redis, producer: Producer, dropping: tuple[Any, Any], task_type: str
+) -> None:
+    import tracing_tasks  # noqa: F401  (registers the tasks)
+
+    traced, exporter = dropping
+    unsampled = SAMPLED[:-2] + "00"
+    tracing.reset(None)
+    producer.enqueue(task_type, 1, redis_url, extra={"traceparent": unsampled})
+    tracing.reset(traced)
+    with running_worker(redis_url, (task_type,), keys=KEYS):
+        raw = wait_until(lambda: r.lindex(KEYS.queue("tracing.leaf"), 0), what="the sub-task")
+    sub_task = json.loads(raw)["traceparent"]
+    assert sub_task.split("-")[1] == TRACE and not int(sub_task[-2:], 16) & 1
+    assert exporter.get_finished_spans() == ()
