@@ -206,7 +206,7 @@ class Tracing:
         if carried is None:
             return None
         if isinstance(carried, bytes):  # an envelope's unsampled traceparent
-            return self._remote({TRACEPARENT: carried.decode()})
+            return self._remote(carrier({TRACEPARENT: carried.decode()}))  # hex checked here
         return self._trace.set_span_in_context(carried)  # a sampled-out root's span
 
     def _remote(self, found: Mapping[str, str]) -> Any:

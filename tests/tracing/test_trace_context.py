@@ -40,10 +40,11 @@ def test_other_spacing_is_found_by_the_fallback_pattern() -> None:
         UNSAMPLED[:-2] + "ff",
         UNSAMPLED + "0",  # 56 characters
         UNSAMPLED[:-1],  # 54
-        UNSAMPLED.upper(),
-        UNSAMPLED.replace("0af7", "0ag7"),
         "01" + UNSAMPLED[2:],  # a version the fast path does not know
         UNSAMPLED.replace("-", "_", 1),
+        UNSAMPLED[:35] + "_" + UNSAMPLED[36:],
+        UNSAMPLED[:52] + "_" + UNSAMPLED[53:],
+        "0" + UNSAMPLED[:-1],  # the dashes one off
         "",
         42,
         None,
@@ -53,6 +54,14 @@ def test_a_sampled_or_malformed_traceparent_is_left_to_the_decode(value: object)
     assert unsampled_parent(envelope(traceparent=value)) is None
     spaced = json.dumps({"id": "x", "traceparent": value}).encode()
     assert unsampled_parent(spaced) is None
+
+
+@pytest.mark.parametrize("value", [UNSAMPLED.upper(), UNSAMPLED.replace("0af7", "0ag7")])
+def test_the_fast_path_checks_the_shape_not_the_hex_digits(value: str) -> None:
+    """The ids' digits are checked where the carried value is used (what the
+    task sends then starts a trace: test_worker_trace_paths.py)."""
+    assert unsampled_parent(envelope(traceparent=value)) == value.encode()
+    assert unsampled_parent(json.dumps({"traceparent": value}).encode()) is None  # the pattern's
 
 
 def test_no_traceparent_is_no_parent() -> None:

@@ -197,3 +197,23 @@ def test_an_unsampled_parents_sub_tasks_stay_in_its_trace(
     sub_task = json.loads(raw)["traceparent"]
     assert sub_task.split("-")[1] == TRACE and not int(sub_task[-2:], 16) & 1
     assert exporter.get_finished_spans() == ()
+
+
+@pytest.mark.integration
+def test_a_misshapen_unsampled_parent_is_not_carried_into_sub_tasks(
+    redis_url: str, r: redis.Redis, producer: Producer, dropping: tuple[Any, Any]
+) -> None:
+    """The fast path skipped the task (its shape says "not sampled") but its
+    ids are not hex: what it sends starts a trace of its own."""
+    import tracing_tasks  # noqa: F401  (registers tracing.parent)
+
+    traced, exporter = dropping
+    tracing.reset(None)
+    misshapen = SAMPLED[:-2].replace("0af7", "0ag7") + "00"
+    producer.enqueue("tracing.parent", 1, redis_url, extra={"traceparent": misshapen})
+    tracing.reset(traced)
+    with running_worker(redis_url, ("tracing.parent",), keys=KEYS):
+        raw = wait_until(lambda: r.lindex(KEYS.queue("tracing.leaf"), 0), what="the sub-task")
+    sub_task = json.loads(raw)["traceparent"]
+    assert sub_task.split("-")[1] == f"{ROOT_TRACE:032x}"  # a new trace, the send's own
+    assert exporter.get_finished_spans() == ()
