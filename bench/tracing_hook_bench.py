@@ -7,7 +7,8 @@ around a run that does nothing -- for a task whose ``traceparent`` says
 "not sampled" (the 99 % of a 1 % sampler) and one that says "sampled" (two
 SDK spans, ``wait`` and ``process``, handed to a BatchSpanProcessor whose
 exporter drops them -- or, with ``--encode``, encodes them as the OTLP
-exporter does, without sending).  Reports the process's CPU time (every
+exporter does, without sending) -- and for tasks with no ``traceparent``
+(an untraced producer's: roots, 1 % of them sampled).  Reports the process's CPU time (every
 thread's: the batch processor's thread encodes) per task above the bare
 run, best of ``--repeat``, and the cost of a 1 % mix.
 
@@ -31,6 +32,7 @@ class _Task:
     task_id: str
     raw: bytes
     now_ms: int
+    trace_parent: Any = None
 
 
 @dataclass
@@ -57,7 +59,8 @@ def _tracing(encode: bool) -> tuple[tracing.Tracing, Any]:
     return tracing.Tracing(provider.get_tracer("bench")), provider
 
 
-def _task(flags: str, i: int) -> _Task:
+def _task(flags: str | None, i: int) -> _Task:
+    """A task whose ``traceparent`` has these flags; None: it has none (a root)."""
     doc = {
         "id": f"t{i}",
         "type": "noop",
@@ -65,8 +68,9 @@ def _task(flags: str, i: int) -> _Task:
         "kwargs": {},
         "enqueued_ms": 1_700_000_000_000,
         "attempts": 0,
-        "traceparent": f"00-{i + 1:032x}-{i + 1:016x}-{flags}",
     }
+    if flags is not None:
+        doc["traceparent"] = f"00-{i + 1:032x}-{i + 1:016x}-{flags}"
     raw = json.dumps(doc, separators=(",", ":")).encode()
     return _Task("noop", f"t{i}", raw, 1_700_000_000_005)
 
@@ -97,6 +101,7 @@ def main() -> None:
     unsampled = [_task("00", i) for i in range(args.n)]
     sampled = [_task("01", i) for i in range(args.n // 10)]
     mixed = [_task("01" if i % 100 == 0 else "00", i) for i in range(args.n)]  # 1 %
+    roots = [_task(None, i) for i in range(args.n)]  # an untraced producer's: 1 % of roots kept
     best: dict[str, float] = {}
     for _ in range(args.repeat):  # best of: the machine is shared
         for name, run, tasks in (
@@ -104,11 +109,12 @@ def main() -> None:
             ("unsampled", traced, unsampled),
             ("sampled", traced, sampled),
             ("1 % mix", traced, mixed),
+            ("no context (1 % of roots)", traced, roots),
         ):
             cost = per_task_us(run, tasks, provider.force_flush)
             best[name] = min(best.get(name, 1e9), cost)
     print(f"bare run: {best['bare']:.2f} us/task (CPU)")
-    for name in ("unsampled", "sampled", "1 % mix"):
+    for name in ("unsampled", "sampled", "1 % mix", "no context (1 % of roots)"):
         print(f"{name}: +{best[name] - best['bare']:.2f} us/task")
 
 

@@ -16,6 +16,7 @@ import contextvars
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class TaskContext:
     #: Called with the task type the first time :attr:`cancelled` is true.
     _on_cancel_seen: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
     _seen: list[bool] = field(default_factory=list, repr=False, compare=False)
+    #: The run's trace context when tracing built no span for it (not
+    #: sampled), so that what it sends stays in its trace: the envelope's
+    #: ``traceparent`` bytes or a sampled-out root's span (taskscale.tracing).
+    trace_parent: Any = field(default=None, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:
@@ -52,6 +57,11 @@ class TaskContext:
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(
     "taskscale_current_task", default=None
 )
+
+
+def running_task() -> TaskContext | None:
+    """The task running in this thread, or None (:func:`current_task` without the error)."""
+    return _current.get()
 
 
 def current_task() -> TaskContext:

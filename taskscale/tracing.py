@@ -19,39 +19,32 @@ attempt's run span so that retries link to it.  docs/tracing.md.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Protocol, TypeVar
 
+from taskscale.context import running_task
+from taskscale.trace_context import (
+    TRACEFIRST,
+    TRACEPARENT,
+    TRACESTATE,
+    carrier,
+    unsampled_parent,
+    valid_traceparent,
+)
+
 log = logging.getLogger(__name__)
 
 TRACING_ENV = "TASKSCALE_TRACING"
-#: Envelope fields (docs/schema.md); longer or malformed values are ignored.
-TRACEPARENT, TRACESTATE, TRACEFIRST = "traceparent", "tracestate", "tracefirst"
-MAX_TRACEPARENT, MAX_TRACESTATE = 55, 512
 #: ``messaging.system`` of every span.
 SYSTEM = "taskscale"
 _NS_PER_MS = 1_000_000
 
 T = TypeVar("T")
-
-#: A top-level ``traceparent`` whose flags say "not sampled" (last bit 0),
-#: found without decoding the envelope: the worker's fast path (below).
-_UNSAMPLED = re.compile(rb'"traceparent"\s*:\s*"(00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f][02468ace])"')
-#: A valid ``traceparent`` value (:func:`valid_traceparent`).
-_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-#: The unsampled trace context of the task running in this context (bytes of
-#: its ``traceparent``), for the sends and calls it makes: set instead of an
-#: OpenTelemetry context, which costs more to build than the 3 % budget.
-_unsampled: contextvars.ContextVar[bytes | None] = contextvars.ContextVar(
-    "taskscale_unsampled_parent", default=None
-)
 
 
 class ClaimedTask(Protocol):
@@ -61,6 +54,7 @@ class ClaimedTask(Protocol):
     task_id: str
     raw: bytes
     now_ms: int
+    trace_parent: Any
 
 
 class TaskOutcome(Protocol):
@@ -183,25 +177,6 @@ def _exporters() -> list[Any]:
     return found
 
 
-def valid_traceparent(value: object) -> bool:
-    """A W3C ``traceparent`` as the envelope field allows: a string of at
-    most 55 characters, version-traceid-spanid-flags in lower-case hex."""
-    # 55 characters is exactly the four parts: nothing may follow them.
-    return isinstance(value, str) and _TRACEPARENT.fullmatch(value) is not None
-
-
-def carrier(doc: Mapping[str, Any], field: str = TRACEPARENT) -> dict[str, str]:
-    """The W3C carrier of an envelope's trace fields; empty if malformed."""
-    parent = doc.get(field)
-    if not valid_traceparent(parent):
-        return {}
-    found = {TRACEPARENT: str(parent)}
-    state = doc.get(TRACESTATE)
-    if field == TRACEPARENT and isinstance(state, str) and len(state) <= MAX_TRACESTATE:
-        found[TRACESTATE] = state
-    return found
-
-
 class Tracing:
     """Spans of one process, through an OpenTelemetry tracer."""
 
@@ -222,13 +197,37 @@ class Tracing:
 
     def _parent(self) -> Any:
         """The context a send or call starts in: the current span's, or the
-        unsampled context of the task that runs here (the fast path's)."""
+        unsampled context of the task that runs here (carried on its
+        :class:`~taskscale.context.TaskContext` instead of a span)."""
         if self._trace.get_current_span().get_span_context().is_valid:
             return None
-        unsampled = _unsampled.get()
-        if unsampled is None:
+        task = running_task()
+        carried = None if task is None else task.trace_parent
+        if carried is None:
             return None
-        return self._w3c.extract({TRACEPARENT: unsampled.decode()})
+        if isinstance(carried, bytes):  # an envelope's unsampled traceparent
+            return self._remote(carrier({TRACEPARENT: carried.decode()}))  # hex checked here
+        return self._trace.set_span_in_context(carried)  # a sampled-out root's span
+
+    def _remote(self, found: Mapping[str, str]) -> Any:
+        """The OpenTelemetry context of a :func:`carrier` (parsed here: a few
+        µs less than the propagator's extract); None when it is empty or not
+        a context (the spans then start a trace)."""
+        parent = found.get(TRACEPARENT)
+        if parent is None or parent[:2] == "ff":  # W3C: version ff is invalid
+            return None
+        trace_id, span_id = int(parent[3:35], 16), int(parent[36:52], 16)
+        if not trace_id or not span_id:
+            return None
+        state = found.get(TRACESTATE)
+        context = self._trace.SpanContext(
+            trace_id,
+            span_id,
+            is_remote=True,
+            trace_flags=self._trace.TraceFlags(int(parent[53:], 16)),
+            trace_state=None if state is None else self._trace.TraceState.from_header([state]),
+        )
+        return self._trace.set_span_in_context(self._trace.NonRecordingSpan(context))
 
     # --- producers -------------------------------------------------------------
     def publish(
@@ -291,14 +290,14 @@ class Tracing:
         skip = self.skips_unsampled
 
         def traced(task: ClaimedTask) -> TaskOutcome:
-            unsampled = _UNSAMPLED.search(task.raw) if skip else None
-            if unsampled is not None:  # no span would be recorded: none is built
-                token = _unsampled.set(unsampled[1])
-                try:
+            if skip:  # the path of 99 % of the tasks at 1 %: inline, no method call
+                unsampled = unsampled_parent(task.raw)
+                if unsampled is not None:
+                    task.trace_parent = unsampled
                     return run(task)  # type: ignore[no-any-return]
-                finally:
-                    _unsampled.reset(token)
             state = self._begin(task, worker_id)
+            if state is None:  # no span would be recorded: none is built
+                return run(task)  # type: ignore[no-any-return]
             try:
                 outcome: TaskOutcome = run(task)
             except BaseException as exc:
@@ -313,14 +312,13 @@ class Tracing:
         self, run: Callable[[Any], Awaitable[Any]], task: ClaimedTask, worker_id: str
     ) -> Any:
         """The async executor's run of ``task``, traced as :meth:`worker_run`."""
-        unsampled = _UNSAMPLED.search(task.raw) if self.skips_unsampled else None
+        unsampled = unsampled_parent(task.raw) if self.skips_unsampled else None
         if unsampled is not None:
-            token = _unsampled.set(unsampled[1])
-            try:
-                return await run(task)
-            finally:
-                _unsampled.reset(token)
+            task.trace_parent = unsampled
+            return await run(task)
         state = self._begin(task, worker_id)
+        if state is None:
+            return await run(task)
         try:
             outcome = await run(task)
         except BaseException as exc:
@@ -329,46 +327,81 @@ class Tracing:
         self._end(state, outcome)
         return outcome
 
-    def _begin(self, task: ClaimedTask, worker_id: str) -> tuple[Any, Any, dict[str, Any]]:
-        try:
-            doc = json.loads(task.raw)
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            doc = {}
-        parent = self._w3c.extract(carrier(doc))
-        attempts = doc.get("attempts")
+    def _begin(self, task: ClaimedTask, worker_id: str) -> tuple[Any, Any, dict[str, Any]] | None:
+        """The spans of a claimed task (its ``process`` span current), or None
+        when nothing would be recorded: then nothing is built, and the task's
+        ``trace_parent`` carries its unsampled context for what it sends.
+
+        The callers first look for an unsampled ``traceparent`` in the raw
+        text (with a parent-based sampler: no span is built under it); here
+        a task with no trace field is a root, whose ``process`` span is
+        started before the envelope is decoded -- at low rates the sampler
+        drops most roots, and nothing more is built for them."""
+        raw = task.raw
         attrs: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.destination.name": task.task_type,
             "messaging.message.id": task.task_id,
-            "taskscale.task.attempt": (attempts if type(attempts) is int else 0) + 1,
             "taskscale.worker.id": worker_id,
         }
+        kind = self._trace.SpanKind.CONSUMER
+        name = f"process {task.task_type}"
+        span = None
+        if b'"trace' not in raw:  # a root: the sampler decides before anything else is built
+            span = self._tracer.start_span(
+                name, kind=kind, attributes={**attrs, "messaging.operation.type": "process"}
+            )
+            if not span.is_recording():
+                task.trace_parent = span
+                return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            doc = {}
+        attempts = doc.get("attempts")
+        attempt = (attempts if type(attempts) is int else 0) + 1
+        parent = None if span is not None else self._remote(carrier(doc))
+        if span is None:
+            links = []
+            if TRACEFIRST in doc:  # a retry: link to the first attempt's run
+                first = self._remote(carrier(doc, TRACEFIRST))
+                if first is not None:
+                    linked = self._trace.get_current_span(first).get_span_context()
+                    links.append(self._trace.Link(linked, {"taskscale.link": "first"}))
+            span = self._tracer.start_span(
+                name,
+                context=parent,
+                kind=kind,
+                links=links,
+                attributes={
+                    **attrs,
+                    "taskscale.task.attempt": attempt,
+                    "messaging.operation.type": "process",
+                },
+            )
+            if not span.is_recording():  # a sampler that is not parent-based dropped it
+                task.trace_parent = span
+                return None
+        else:
+            span.set_attribute("taskscale.task.attempt", attempt)
+        context = self._trace.set_span_in_context(span, parent)
         since = _ms(doc.get("due_ms")) or _ms(doc.get("enqueued_ms"))
         if since and since <= task.now_ms:  # both on the Redis clock
             wait = self._tracer.start_span(
                 f"wait {task.task_type}",
-                context=parent,
+                context=context if parent is None else parent,  # a root's: under its run
                 start_time=since * _NS_PER_MS,
-                attributes={**attrs, "messaging.operation.type": "receive"},
+                attributes={
+                    "messaging.system": SYSTEM,
+                    "messaging.destination.name": task.task_type,
+                    "messaging.message.id": task.task_id,
+                    "messaging.operation.type": "receive",
+                },
             )
             wait.end(end_time=task.now_ms * _NS_PER_MS)
-        links = []
-        if TRACEFIRST in doc:  # a retry: link to the first attempt's run
-            first = self._trace.get_current_span(self._w3c.extract(carrier(doc, TRACEFIRST)))
-            if first.get_span_context().is_valid:
-                link = self._trace.Link(first.get_span_context(), {"taskscale.link": "first"})
-                links.append(link)
-        span = self._tracer.start_span(
-            f"process {task.task_type}",
-            context=parent,
-            kind=self._trace.SpanKind.CONSUMER,
-            links=links,
-            attributes={**attrs, "messaging.operation.type": "process"},
-        )
-        token = self._context.attach(self._trace.set_span_in_context(span, parent))
-        return span, token, doc
+        return span, self._context.attach(context), doc
 
     def _abort(self, state: tuple[Any, Any, dict[str, Any]], exc: BaseException) -> None:
         span, token, _ = state

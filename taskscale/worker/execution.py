@@ -91,6 +91,8 @@ class Claimed:
     task_id: str
     raw: bytes
     now_ms: int  # Redis clock at the claim
+    #: An unsampled trace context tracing set instead of spans (TaskContext.trace_parent)
+    trace_parent: Any = None
 
 
 @dataclass(slots=True)
@@ -233,6 +235,7 @@ class TaskRunner:
             self._is_cancelled,
             task.now_ms,
             self._cancel_seen,
+            trace_parent=task.trace_parent,
         )
         return Prepared(env, fn, self.options(env), context)
 

@@ -30,3 +30,10 @@ def parent(n: int, url: str) -> int:
     """Enqueues one sub-task (whose envelope carries this run's context)."""
     Producer(url).enqueue("tracing.leaf", n)
     return n
+
+
+@task("tracing.async_parent")
+async def async_parent(n: int, url: str) -> int:
+    """:func:`parent` as an ``async def`` task (the async executor's path)."""
+    Producer(url).enqueue("tracing.leaf", n)
+    return n
