@@ -76,7 +76,11 @@ def all_types_paused(facts: Facts) -> bool:
     if observation is None or not facts.policy.types:
         return False
     types = observation.types
-    return all(tp.name in types and types[tp.name].paused for tp in facts.policy.types)
+    for tp in facts.policy.types:  # runs on every pass: stop at the first unpaused type
+        obs = types.get(tp.name)
+        if obs is None or not obs.paused:
+            return False
+    return True
 
 
 def apply(facts: Facts, step: Step) -> Step:

@@ -65,13 +65,15 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
     tpr = policy.tasks_per_replica
     types = observation.types
     at = observation.at
+    old_types = base.types if base is not None and dt > 0 else None  # None: no rates
     # One loop over the types, on plain ints: a dataclasses.replace per type
     # (a due count zeroed, a cap applied) cost more than everything else here.
     for tp in policy.types:
         name = tp.name
         obs = types.get(name, _NEVER_SEEN)
         q, d, a, u = obs.queued, obs.due, obs.active, obs.upcoming
-        if obs.paused:  # `taskscale types pause`: its waiting tasks are not demand
+        paused = obs.paused
+        if paused:  # `taskscale types pause`: its waiting tasks are not demand
             q = d = u = 0
         if no_scheduler_alive and d:  # nothing can promote them: not claimable work
             stranded += d
@@ -99,8 +101,17 @@ def size(observation: Observation, policy: ScalingPolicy, history: History) -> S
         if wait > longest_wait:
             longest_wait = wait
             idle_note = _idle_note(name, q or d or a, obs, tp.idle_threshold_s, at)
-        if base is not None and dt > 0 and not obs.paused:
-            busy_rate += _type_rate(name, obs, ready, base.types.get(name), dt, details)
+        if old_types is None or paused:
+            continue
+        # the arrivals, inline (this runs per type per pass); _type_rate only
+        # for a type that had some
+        old = old_types.get(name, _NEVER_SEEN)
+        claimed = obs.claimed_total - old.claimed_total
+        if claimed < 0:  # counter reset (see _increase)
+            claimed = obs.claimed_total
+        arrivals = claimed + ready - (old.queued + old.due)
+        if arrivals > 0:
+            busy_rate += _type_rate(name, obs, arrivals, old, dt, details)
     return Sizing(
         queued=queued,
         due=due,
@@ -135,23 +146,18 @@ def _increase(old: int, new: int) -> int:
 def _type_rate(
     name: str,
     obs: TypeObservation,
-    ready: int,
-    old: TypeObservation | None,
+    arrivals: int,
+    old: TypeObservation,
     dt: float,
     details: dict[str, float],
 ) -> float:
     """Tasks of one type kept busy by its arrivals: arrival rate x service time
-    (``ready``: its queued + due tasks now, due ones only if they can be promoted)."""
-    if old is None:
-        old = _NEVER_SEEN
-    claimed = obs.claimed_total - old.claimed_total
-    if claimed < 0:  # counter reset (see _increase), inlined: this runs per type
-        claimed = obs.claimed_total
-    arrivals = claimed + ready - (old.queued + old.due)
+    (``arrivals``: claimed + growth of its ready backlog since ``old``, over
+    ``dt`` s, more than 0; due tasks only if they can be promoted)."""
     finished = _increase(
         old.completed_total + old.failed_total, obs.completed_total + obs.failed_total
     )
-    if arrivals <= 0 or finished == 0:
+    if finished == 0:
         return 0.0
     service_s = _increase(old.service_ms_total, obs.service_ms_total) / (1000.0 * finished)
     rate = min(arrivals / dt, obs.rate_limit_per_s or math.inf)  # claims obey the limit

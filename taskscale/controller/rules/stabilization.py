@@ -151,15 +151,21 @@ def _start_s(facts: Facts) -> float:
 def _service_s(details: dict[str, float], obs: Observation, policy: ScalingPolicy) -> float:
     """The longest mean service time of the rate window, else of the served
     types' lifetime counters (0.0: no task ever finished)."""
-    window = max((v for k, v in details.items() if k.startswith(_SERVICE)), default=0.0)
-    if window > 0:
-        return window
+    if details:  # empty when no type had arrivals over the window
+        window = max((v for k, v in details.items() if k.startswith(_SERVICE)), default=0.0)
+        if window > 0:
+            return window
     lifetime = 0.0
-    for tp in policy.types:
-        t = obs.types.get(tp.name)
-        finished = t.completed_total + t.failed_total if t is not None else 0
-        if t is not None and finished > 0:
-            lifetime = max(lifetime, t.service_ms_total / (1000.0 * finished))
+    types = obs.types
+    for tp in policy.types:  # every pass of a steady backlog: plain loop, no max() call
+        t = types.get(tp.name)
+        if t is None:
+            continue
+        finished = t.completed_total + t.failed_total
+        if finished > 0:
+            mean = t.service_ms_total / (1000.0 * finished)
+            if mean > lifetime:
+                lifetime = mean
     return lifetime
 
 
