@@ -22,6 +22,8 @@ import yaml
 
 from support.chart import REPO, ensure_taskscaler_crd, kubectl, one, render
 from support.kube_cluster import KubeCluster
+from taskscale.controller.job_spec import SCALER_LABEL, scaler_label
+from taskscale.controller.kube_client import BUSY_LABEL
 
 GUIDE = REPO / "docs" / "operating.md"
 _YAML = re.compile(r"^```yaml\n(.*?)^```", re.S | re.M)
@@ -51,12 +53,19 @@ def worker_deployment() -> dict[str, Any]:
 
 def test_the_guide_shows_a_worker_deployment_its_taskscaler_and_container_fragments() -> None:
     kinds = sorted(m["kind"] for m in manifests())
-    assert kinds == ["Deployment", "TaskScaler", "TaskScaler"], kinds
+    assert kinds == ["Deployment", "PodDisruptionBudget", "TaskScaler", "TaskScaler"], kinds
     # the worker Deployment's scaler, and one in Job mode ("Job mode": a
     # jobTemplate instead of a scaleTargetRef, never both)
     scaler = one(manifests(), "TaskScaler", "emails")
     jobs = one(manifests(), "TaskScaler", "renders")
     assert "jobTemplate" in jobs["spec"] and "scaleTargetRef" not in jobs["spec"], jobs
+    # the Job pods' budget selects that scaler's pods while they run a task
+    budget = one(manifests(), "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 0
+    assert budget["spec"]["selector"]["matchLabels"] == {
+        SCALER_LABEL: scaler_label(jobs["metadata"]["name"]),
+        BUSY_LABEL: "true",
+    }
     assert scaler["spec"]["scaleTargetRef"]["name"] == worker_deployment()["metadata"]["name"]
     container_fields = set(worker_deployment()["spec"]["template"]["spec"]["containers"][0])
     for fragment in fragments():  # what a reader pastes into the container above
