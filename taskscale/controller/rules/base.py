@@ -113,11 +113,8 @@ class Step(NamedTuple):
         details = self.sizing.details if self.sizing is not None else {}
         if self.recommendation is not None:
             details[RECOMMENDATION] = self.recommendation
-        return Decision(
-            desired=self.replicas,
-            reason_code=self.code,
-            reason=f"{current} -> {self.replicas}: {self.why}",
-            details=details,
+        return Decision.of(
+            self.replicas, self.code, f"{current} -> {self.replicas}: {self.why}", details
         )
 
 
