@@ -128,6 +128,16 @@ def busy_pods(observation: Observation) -> set[str]:
     return {pod for pod, busy in busy_by_pod(observation.workers).items() if busy > 0}
 
 
+def busy_pod_count(observation: Observation) -> int:
+    """How many pods :func:`busy_pods` names, without making the set (the
+    sizing rule's count, once a scaler a pass)."""
+    n = 0
+    for busy in busy_by_pod(observation.workers).values():
+        if busy > 0:
+            n += 1
+    return n
+
+
 def ceil_div(tasks: float, per_replica: int) -> int:
     """Replicas ``tasks`` need at ``per_replica`` each (0 for none)."""
     return math.ceil(tasks / per_replica - 1e-9) if tasks > 0 else 0
