@@ -77,6 +77,12 @@ class Plan:
     every_pass_ages: str
     #: The same for every type (a full pass).
     all_ages: str
+    #: Request name -> the index in ``windows`` of each of its types (in the
+    #: request's order): a scaler's observation is picked, not looked up.
+    request_windows: Mapping[str, tuple[int, ...]]
+    #: Type -> the names of the requests that name it (each once): which
+    #: scalers a worker serves, from its types alone.
+    type_requests: Mapping[str, tuple[str, ...]]
 
 
 def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
@@ -113,7 +119,26 @@ def build_plan(keys: Keys, requests: Mapping[str, ObserveRequest]) -> Plan:
     )
     window_types = tuple(index[t] - 1 for t, _ in windows)
     all_ages = " ".join(str(i) for i in range(1, len(types) + 1))
-    return Plan(types, script_keys, tuple(args), windows, window_types, every_pass, all_ages)
+    window_index = {w: j for j, w in enumerate(windows)}
+    request_windows = {
+        name: tuple(window_index[(t, lead_ms(r))] for t in r.types) for name, r in requests.items()
+    }
+    naming: dict[str, dict[str, None]] = {}
+    for name, r in requests.items():
+        for t in r.types:
+            naming.setdefault(t, {})[name] = None
+    type_requests = {t: tuple(names) for t, names in naming.items()}
+    return Plan(
+        types,
+        script_keys,
+        tuple(args),
+        windows,
+        window_types,
+        every_pass,
+        all_ages,
+        request_windows,
+        type_requests,
+    )
 
 
 def lead_ms(request: ObserveRequest) -> int:

@@ -40,7 +40,6 @@ from taskscale.controller.observe_plan import (
     STAT_FIELDS,
     Plan,
     build_plan,
-    lead_ms,
 )
 from taskscale.controller.observe_plan import ObserveRequest as ObserveRequest
 from taskscale.controller.types import Observation, TypeObservation, WorkerObservation
@@ -131,28 +130,30 @@ def _assemble(
             raise ValueError(f"not a number: {as_text(bad)}")
         at = ServerTime.from_reply(seconds, micros).unix_s
         rows = _type_rows(plan.types, idle, per_type, lims, paused, ages, stats, full)
-        by_window = {}
+        by_window = []  # in plan.windows' order
         taken = set()  # rows already given to a window: a type's second is a copy
-        for window, i, ahead in zip(plan.windows, plan.window_types, upcoming, strict=True):
+        for i, ahead in zip(plan.window_types, upcoming, strict=True):
             values = rows[i]
             if i in taken:
                 values = dict(values)
             taken.add(i)
             values["upcoming"] = ahead  # the window's own; the rest is the type's
-            by_window[window] = TypeObservation.from_fields(values)
+            by_window.append(TypeObservation.from_fields(values))
         workers = _workers(flat_workers)
+        alive = int(schedulers)
     except (TypeError, ValueError, IndexError) as exc:
         raise redis.DataError(f"observe: Redis data does not match the schema: {exc}") from exc
-    serving = _serving(workers)
+    served = _served(workers, plan.type_requests)
+    pick = by_window.__getitem__
     out: dict[str, Observation] = {}
     for name, request in requests.items():
-        ms = lead_ms(request)
-        served = sorted({w for t in request.types for w in serving.get(t, ())})
-        out[name] = Observation(
-            at=at,
-            types={t: by_window[(t, ms)] for t in request.types},
-            workers=tuple(workers[w] for w in served),
-            schedulers_alive=int(schedulers),
+        # runs per scaler per pass: its windows picked by index, its workers
+        # gathered once per worker above (no per-scaler set of every type's)
+        out[name] = Observation.of(
+            at,
+            dict(zip(request.types, map(pick, plan.request_windows[name]), strict=True)),
+            tuple(served.get(name, ())),
+            alive,
         )
     return out
 
@@ -252,13 +253,21 @@ def _type_rows(
     return rows
 
 
-def _serving(workers: Sequence[WorkerObservation]) -> dict[str, list[int]]:
-    """Type -> the indexes of the workers serving it: which workers a scaler
-    sees, without testing every worker against every scaler (100 x 100)."""
-    index: dict[str, list[int]] = {}
-    for n, w in enumerate(workers):
+def _served(
+    workers: Sequence[WorkerObservation], type_requests: Mapping[str, tuple[str, ...]]
+) -> dict[str, list[WorkerObservation]]:
+    """Request name -> the workers serving one of its types, each once and in
+    ``workers``' order: which workers a scaler sees, from each worker's types
+    (not every scaler's types against every worker: 100 x 100)."""
+    index: dict[str, list[WorkerObservation]] = {}
+    for w in workers:
         for t in w.types:
-            index.setdefault(t, []).append(n)
+            for name in type_requests.get(t, ()):
+                seen = index.get(name)
+                if seen is None:
+                    index[name] = [w]
+                elif seen[-1] is not w:  # a worker's second type of the same scaler
+                    seen.append(w)
     return index
 
 

@@ -113,11 +113,8 @@ class Step(NamedTuple):
         details = self.sizing.details if self.sizing is not None else {}
         if self.recommendation is not None:
             details[RECOMMENDATION] = self.recommendation
-        return Decision(
-            desired=self.replicas,
-            reason_code=self.code,
-            reason=f"{current} -> {self.replicas}: {self.why}",
-            details=details,
+        return Decision.of(
+            self.replicas, self.code, f"{current} -> {self.replicas}: {self.why}", details
         )
 
 
@@ -129,6 +126,16 @@ def busy_pods(observation: Observation) -> set[str]:
     """Pods with a task in flight: those :func:`busy_by_pod` counts above 0
     (the pods the actuator's deletion costs protect)."""
     return {pod for pod, busy in busy_by_pod(observation.workers).items() if busy > 0}
+
+
+def busy_pod_count(observation: Observation) -> int:
+    """How many pods :func:`busy_pods` names, without making the set (the
+    sizing rule's count, once a scaler a pass)."""
+    n = 0
+    for busy in busy_by_pod(observation.workers).values():
+        if busy > 0:
+            n += 1
+    return n
 
 
 def ceil_div(tasks: float, per_replica: int) -> int:

@@ -34,9 +34,11 @@ from taskscale.controller.types import ReasonCode
 
 def apply(facts: Facts, step: Step) -> Step:
     """Hold a scale-down at the current replicas while the rollout is in progress."""
-    rollout, current = facts.rollout, facts.current
-    floor = min(current, facts.policy.max_replicas)
-    if rollout is None or step.replicas >= floor:
+    rollout = facts.rollout
+    if rollout is None:  # the common case (and decide's): nothing to hold for
+        return step
+    floor = min(facts.current, facts.policy.max_replicas)
+    if step.replicas >= floor:
         return step
     waiting = rollout.waiting_for()
     if not waiting:

@@ -111,7 +111,9 @@ def _drain(facts: Facts, step: Step) -> Step:
     if service_s <= 0:
         return step
     busy = busy_by_pod(obs.workers)
-    ready = sum(w.threads for w in obs.workers)
+    ready = 0
+    for w in obs.workers:  # a plain loop, no generator: this runs on every scale-up
+        ready += w.threads
     # a pod still starting counts as the ready ones do (tasksPerReplica while
     # none is ready: an overstated one must not hold a scale-up); a pod
     # asked for now would be ready after them
